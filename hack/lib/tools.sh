@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds and caches the binaries of the local control plane: kube-apiserver, kube-scheduler,
+# kube-controller-manager and kubectl (hack/tools/kube), etcd (hack/tools/etcd) and kwok
+# (hack/tools/kwok). Binaries land in a cache directory keyed by the tool modules' go.sum, so a
+# fresh clone reuses them and a version bump rebuilds them.
+#
+# Sourced by hack/cluster.sh; `hack/lib/tools.sh` on its own builds and prints the directory.
+set -euo pipefail
+
+T9K_ROOT=${T9K_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+TOOLS_MODULES=(kube etcd kwok)
+
+# tools_bin_dir prints the cache directory for the current tool versions.
+tools_bin_dir() {
+  local cache=${T9K_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/t9k-jobs}
+  local key
+  key=$(cd "$T9K_ROOT/hack/tools" && cat kube/go.sum etcd/go.sum kwok/go.sum kube/go.mod etcd/go.mod kwok/go.mod | sha256sum | cut -c1-16)
+  echo "$cache/bin/$key"
+}
+
+# build_module builds every tool of one module into $2, printing package-level progress, since
+# the first build of the Kubernetes binaries compiles a few thousand packages.
+build_module() {
+  local module=$1 out=$2 total done=0 start=$SECONDS
+  cd "$T9K_ROOT/hack/tools/$module"
+  total=$(go list -deps tool 2>/dev/null | wc -l)
+  echo "building $module tools ($total packages; cached packages go fast)..."
+  go build -v -o "$out/" tool 2>&1 | while IFS= read -r line; do
+    case "$line" in
+      *" "*|*:*) echo "  $line" ;;             # compiler errors and warnings pass through
+      *) done=$((done + 1))
+         if (( done % 200 == 0 )); then echo "  $module: $done/$total packages compiled, $((SECONDS - start))s"; fi ;;
+    esac
+  done
+  # go build's exit status is lost in the pipe: check that every tool was written.
+  local t
+  for t in $(go list -f '{{.Target}}' tool 2>/dev/null | xargs -n1 basename); do
+    [[ -x "$out/$t" ]] || { echo "build of $module failed: $out/$t missing" >&2; return 1; }
+  done
+  echo "built $module tools in $((SECONDS - start))s"
+}
+
+# ensure_tools builds what is missing and prints nothing but errors and progress on stderr.
+ensure_tools() {
+  local bin
+  bin=$(tools_bin_dir)
+  local want=(kube-apiserver kube-scheduler kube-controller-manager kubectl etcd kwok) missing=0 t
+  for t in "${want[@]}"; do [[ -x "$bin/$t" ]] || missing=1; done
+  if (( missing )); then
+    mkdir -p "$bin.partial"
+    local m
+    for m in "${TOOLS_MODULES[@]}"; do (build_module "$m" "$bin.partial") >&2; done
+    # the etcd main package is the server module itself, so go names its binary "server".
+    [[ -x "$bin.partial/server" ]] && mv "$bin.partial/server" "$bin.partial/etcd"
+    for t in "${want[@]}"; do [[ -x "$bin.partial/$t" ]] || { echo "missing $t after build" >&2; return 1; }; done
+    rm -rf "$bin" && mv "$bin.partial" "$bin"
+  fi
+  echo "$bin"
+}
+
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  ensure_tools
+fi

@@ -1,0 +1,125 @@
+package v1beta1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=caj,categories=t9k
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Workers",type=integer,JSONPath=`.spec.worker.replicas`
+// +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.aggregate.running`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,priority=1,JSONPath=`.status.conditions[?(@.status=="True")].message`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must consist of lower-case letters, digits and '-', start with a letter and end with a letter or digit: it begins the host name of every replica"
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) + 8 + ((has(self.spec.worker.replicas) ? self.spec.worker.replicas : 1) > 1000 ? 4 : (has(self.spec.worker.replicas) ? self.spec.worker.replicas : 1) > 100 ? 3 : (has(self.spec.worker.replicas) ? self.spec.worker.replicas : 1) > 10 ? 2 : 1) <= 63",message="metadata.name is too long: the worker names <name>-worker-<rank> (host names) must fit in 63 characters; shorten the job name"
+
+// ColossalAIJob runs a ColossalAI training script: workers start sshd and wait, and a
+// launcher runs colossalai, which starts the training processes on the workers. The job ends
+// when the launcher ends.
+type ColossalAIJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the job the user asks for.
+	Spec ColossalAIJobSpec `json:"spec"`
+
+	// Status is what the controller observed of the job.
+	// +optional
+	Status JobStatus `json:"status,omitempty"`
+}
+
+// ColossalAIJobSpec is the desired state of a ColossalAIJob.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.runMode) || !has(oldSelf.runMode.pause) || !has(oldSelf.runMode.pause.resumeSpecs) || (has(self.runMode) && has(self.runMode.pause) && has(self.runMode.pause.resumeSpecs) && self.runMode.pause.resumeSpecs == oldSelf.runMode.pause.resumeSpecs)",message="spec.runMode.pause.resumeSpecs cannot be changed once set; pause.enabled can still be switched at any time"
+// +kubebuilder:validation:XValidation:rule="!has(self.runMode) || !has(self.runMode.debug) || !has(self.runMode.debug.replicaSpecs) || self.runMode.debug.replicaSpecs.all(d, d.type in ['launcher', 'worker'])",message="spec.runMode.debug.replicaSpecs[*].type must be launcher or worker"
+// +kubebuilder:validation:XValidation:rule="!has(self.runMode) || !has(self.runMode.pause) || !has(self.runMode.pause.resumeSpecs) || self.runMode.pause.resumeSpecs.all(d, d.type in ['launcher', 'worker'])",message="spec.runMode.pause.resumeSpecs[*].type must be launcher or worker"
+type ColossalAIJobSpec struct {
+	// SSH configures the SSH connection from the launcher to the workers.
+	// +optional
+	SSH SSHConfig `json:"ssh,omitempty"`
+
+	// Launcher configures the launcher, which starts training on the workers and watches it.
+	Launcher ColossalAILauncher `json:"launcher"`
+
+	// Worker configures the workers and the training script.
+	Worker ColossalAIWorkerSpec `json:"worker"`
+
+	// RunPolicy says what happens to the workers once the job has ended. The launcher is
+	// never cleaned up: its log tells how training went.
+	// +optional
+	RunPolicy WorkerCleanUpPolicy `json:"runPolicy,omitempty"`
+
+	// Scheduler chooses the scheduler of the job's pods; without it, the default Kubernetes
+	// scheduler.
+	// +optional
+	Scheduler *SchedulePolicy `json:"scheduler,omitempty"`
+
+	// RunMode switches the job to debug or pause mode. Replica types are launcher and worker.
+	// +optional
+	RunMode *RunMode `json:"runMode,omitempty"`
+}
+
+// ColossalAILauncher is the container of the launcher.
+type ColossalAILauncher struct {
+	// Image of the launcher; it must provide the colossalai command.
+	// +kubebuilder:validation:MinLength=1
+	Image string `json:"image"`
+
+	// ImagePullPolicy of the launcher image: Always, IfNotPresent or Never.
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// WorkingDir of the launcher.
+	// +optional
+	WorkingDir string `json:"workingDir,omitempty"`
+
+	// Env of the launcher.
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// Resources of the launcher.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// ColossalAIWorkerSpec configures the workers of a ColossalAIJob.
+// +kubebuilder:validation:XValidation:rule="has(self.template.spec) && self.template.spec.containers.exists(c, c.name == 'worker')",message="worker.template.spec.containers must include a container named worker: it is the training container"
+type ColossalAIWorkerSpec struct {
+	// Replicas is the number of workers. Defaults to 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// ProcPerWorker is the number of training processes on each worker. Defaults to 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ProcPerWorker *int32 `json:"procPerWorker,omitempty"`
+
+	// Command is the training script and its arguments, e.g. ["train.py", "arg1"].
+	// +kubebuilder:validation:MinItems=1
+	Command []string `json:"command"`
+
+	// TorchArgs are extra arguments for torchrun.
+	// +optional
+	TorchArgs []string `json:"torchArgs,omitempty"`
+
+	// Template is the pod template of the workers. It must have a container named worker;
+	// that container runs sshd, so its command is ignored. Failed workers are never
+	// restarted: a restarted worker cannot rejoin ColossalAI training.
+	Template corev1.PodTemplateSpec `json:"template"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// ColossalAIJobList is a list of ColossalAIJobs.
+type ColossalAIJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ColossalAIJob `json:"items"`
+}

@@ -1,0 +1,106 @@
+package v1beta1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=mj,categories=t9k
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Workers",type=integer,JSONPath=`.spec.worker.replicas`
+// +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.aggregate.running`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,priority=1,JSONPath=`.status.conditions[?(@.status=="True")].message`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must consist of lower-case letters, digits and '-', start with a letter and end with a letter or digit: it begins the host name of every replica"
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) + 8 + ((has(self.spec.worker.replicas) ? self.spec.worker.replicas : 1) > 1000 ? 4 : (has(self.spec.worker.replicas) ? self.spec.worker.replicas : 1) > 100 ? 3 : (has(self.spec.worker.replicas) ? self.spec.worker.replicas : 1) > 10 ? 2 : 1) <= 63",message="metadata.name is too long: the worker names <name>-worker-<rank> (host names) must fit in 63 characters; shorten the job name"
+
+// MPIJob runs an OpenMPI program: workers start sshd and wait, and a launcher runs mpirun,
+// which starts the processes on the workers. The job ends when the launcher ends.
+type MPIJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the job the user asks for.
+	Spec MPIJobSpec `json:"spec"`
+
+	// Status is what the controller observed of the job.
+	// +optional
+	Status JobStatus `json:"status,omitempty"`
+}
+
+// MPIJobSpec is the desired state of an MPIJob.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.runMode) || !has(oldSelf.runMode.pause) || !has(oldSelf.runMode.pause.resumeSpecs) || (has(self.runMode) && has(self.runMode.pause) && has(self.runMode.pause.resumeSpecs) && self.runMode.pause.resumeSpecs == oldSelf.runMode.pause.resumeSpecs)",message="spec.runMode.pause.resumeSpecs cannot be changed once set; pause.enabled can still be switched at any time"
+// +kubebuilder:validation:XValidation:rule="!has(self.runMode) || !has(self.runMode.debug) || !has(self.runMode.debug.replicaSpecs) || self.runMode.debug.replicaSpecs.all(d, d.type in ['launcher', 'worker'])",message="spec.runMode.debug.replicaSpecs[*].type must be launcher or worker"
+// +kubebuilder:validation:XValidation:rule="!has(self.runMode) || !has(self.runMode.pause) || !has(self.runMode.pause.resumeSpecs) || self.runMode.pause.resumeSpecs.all(d, d.type in ['launcher', 'worker'])",message="spec.runMode.pause.resumeSpecs[*].type must be launcher or worker"
+type MPIJobSpec struct {
+	// Worker configures the workers, and the program mpirun starts on them.
+	Worker MPIWorkerSpec `json:"worker"`
+
+	// MCA sets OpenMPI MCA parameters, passed to mpirun as --mca <key> <value>; for example
+	// btl: ^openib to keep MPI off InfiniBand.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	MCA map[string]string `json:"mca,omitempty"`
+
+	// RunPolicy says what happens to the workers once the job has ended.
+	// +optional
+	RunPolicy WorkerCleanUpPolicy `json:"runPolicy,omitempty"`
+
+	// SSH configures the SSH connection from the launcher to the workers.
+	// +optional
+	SSH SSHConfig `json:"ssh,omitempty"`
+
+	// MPIHome is the directory MPI is installed in (mpirun is MPIHome/bin/mpirun); some
+	// mpirun features need it. Without it, mpirun is looked up in PATH.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^/`
+	MPIHome string `json:"mpiHome,omitempty"`
+
+	// Scheduler chooses the scheduler of the job's pods; without it, the default Kubernetes
+	// scheduler.
+	// +optional
+	Scheduler *SchedulePolicy `json:"scheduler,omitempty"`
+
+	// RunMode switches the job to debug or pause mode. Replica types are launcher and worker.
+	// +optional
+	RunMode *RunMode `json:"runMode,omitempty"`
+}
+
+// MPIWorkerSpec configures the workers of an MPIJob.
+// +kubebuilder:validation:XValidation:rule="has(self.template.spec) && self.template.spec.containers.exists(c, c.name == 'mpi-worker')",message="worker.template.spec.containers must include a container named mpi-worker: it runs the MPI processes"
+type MPIWorkerSpec struct {
+	// Replicas is the number of workers. Defaults to 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// ExtraMPIArgs are passed to mpirun before the command, e.g. ["-N", "3"] for three
+	// processes per worker.
+	// +optional
+	// +kubebuilder:validation:MaxItems=128
+	ExtraMPIArgs []string `json:"extraMPIArgs,omitempty"`
+
+	// Cmd is the command mpirun runs in every MPI process.
+	// +kubebuilder:validation:MinItems=1
+	Cmd []string `json:"cmd"`
+
+	// Template is the pod template of the workers (the launcher is made from it too). It must
+	// have a container named mpi-worker; that container runs sshd, so its command and args
+	// are ignored.
+	Template corev1.PodTemplateSpec `json:"template"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// MPIJobList is a list of MPIJobs.
+type MPIJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MPIJob `json:"items"`
+}

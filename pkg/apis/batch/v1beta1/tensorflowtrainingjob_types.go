@@ -1,0 +1,137 @@
+package v1beta1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=tfj,categories=t9k
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.aggregate.running`
+// +kubebuilder:printcolumn:name="Succeeded",type=integer,JSONPath=`.status.aggregate.succeeded`
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.aggregate.failed`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,priority=1,JSONPath=`.status.conditions[?(@.status=="True")].message`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must consist of lower-case letters, digits and '-', start with a letter and end with a letter or digit: it begins the host name and Service name of every replica"
+// +kubebuilder:validation:XValidation:rule="self.spec.replicaSpecs.all(r, size(self.metadata.name) + size(r.type) + ((has(r.replicas) ? r.replicas : 1) > 1000 ? 4 : (has(r.replicas) ? r.replicas : 1) > 100 ? 3 : (has(r.replicas) ? r.replicas : 1) > 10 ? 2 : 1) + 2 <= 63)",message="metadata.name is too long: the replica names <name>-<type>-<rank> (host names and Service names) must fit in 63 characters; shorten the job name"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.tensorboardSpec) || size(self.metadata.name) <= 51",message="metadata.name is too long: the TensorBoard Service <name>-tensorboard must fit in 63 characters, so a job with spec.tensorboardSpec may have a name of at most 51 characters"
+
+// TensorFlowTrainingJob runs distributed TensorFlow training: chief, worker, ps and evaluator
+// replicas, each told the cluster layout in TF_CONFIG.
+type TensorFlowTrainingJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the job the user asks for.
+	Spec TensorFlowTrainingJobSpec `json:"spec"`
+
+	// Status is what the controller observed of the job.
+	// +optional
+	Status TensorFlowTrainingJobStatus `json:"status,omitempty"`
+}
+
+// TensorFlowTrainingJobSpec is the desired state of a TensorFlowTrainingJob.
+// +kubebuilder:validation:XValidation:rule="self.replicaSpecs.all(r, r.type in ['chief', 'worker', 'ps', 'evaluator'])",message="spec.replicaSpecs[*].type must be chief, worker, ps or evaluator"
+// +kubebuilder:validation:XValidation:rule="self.replicaSpecs.all(r, r.type != 'chief' || !has(r.replicas) || r.replicas <= 1)",message="a TensorFlowTrainingJob has at most one chief: set the chief's replicas to 1"
+// +kubebuilder:validation:XValidation:rule="self.replicaSpecs.all(r, r.type != 'evaluator' || !has(r.replicas) || r.replicas <= 1)",message="a TensorFlowTrainingJob has at most one evaluator: set the evaluator's replicas to 1"
+// +kubebuilder:validation:XValidation:rule="self.replicaSpecs.exists(r, r.type == 'chief' || r.type == 'worker')",message="spec.replicaSpecs must include a chief or a worker: the chief (or else worker 0) decides the job's outcome"
+// +kubebuilder:validation:XValidation:rule="!has(self.runMode) || !has(self.runMode.debug) || !has(self.runMode.debug.replicaSpecs) || self.runMode.debug.replicaSpecs.all(d, self.replicaSpecs.exists(r, r.type == d.type))",message="spec.runMode.debug.replicaSpecs[*].type must name a replica type listed in spec.replicaSpecs"
+// +kubebuilder:validation:XValidation:rule="!has(self.runMode) || !has(self.runMode.pause) || !has(self.runMode.pause.resumeSpecs) || self.runMode.pause.resumeSpecs.all(d, self.replicaSpecs.exists(r, r.type == d.type))",message="spec.runMode.pause.resumeSpecs[*].type must name a replica type listed in spec.replicaSpecs"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.runMode) || !has(oldSelf.runMode.pause) || !has(oldSelf.runMode.pause.resumeSpecs) || (has(self.runMode) && has(self.runMode.pause) && has(self.runMode.pause.resumeSpecs) && self.runMode.pause.resumeSpecs == oldSelf.runMode.pause.resumeSpecs)",message="spec.runMode.pause.resumeSpecs cannot be changed once set; pause.enabled can still be switched at any time"
+type TensorFlowTrainingJobSpec struct {
+	// ReplicaSpecs lists the replica types: chief (at most one), worker, ps and evaluator.
+	// Types must be unique.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	ReplicaSpecs []TrainingReplicaSpec `json:"replicaSpecs"`
+
+	// RunPolicy bounds the job's restarts and run time, and cleans up after it.
+	// +optional
+	RunPolicy TrainingRunPolicy `json:"runPolicy,omitempty"`
+
+	// TensorboardSpec runs a TensorBoard beside the job, over its training logs.
+	// +optional
+	TensorboardSpec *TensorBoardSpec `json:"tensorboardSpec,omitempty"`
+
+	// Scheduler chooses the scheduler of the job's pods; without it, the default Kubernetes
+	// scheduler.
+	// +optional
+	Scheduler *SchedulePolicy `json:"scheduler,omitempty"`
+
+	// RunMode switches the job to debug or pause mode.
+	// +optional
+	RunMode *RunMode `json:"runMode,omitempty"`
+}
+
+// TensorBoardSpec is a TensorBoard over a job's training logs.
+type TensorBoardSpec struct {
+	// Image of the TensorBoard; it must provide the tensorboard command.
+	// +kubebuilder:validation:MinLength=1
+	Image string `json:"image"`
+
+	// TrainingLogFilesets are the log directories to show, each as t9k://pvc/<claim>/<path>.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:Pattern=`^t9k://pvc/[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/.*)?$`
+	TrainingLogFilesets []string `json:"trainingLogFilesets"`
+}
+
+// TensorFlowTrainingJobStatus is the observed state of a TensorFlowTrainingJob.
+type TensorFlowTrainingJobStatus struct {
+	JobStatus `json:",inline"`
+
+	// Tensorboard reports the TensorBoard of spec.tensorboardSpec.
+	// +optional
+	Tensorboard *DependentStatus `json:"tensorboard,omitempty"`
+}
+
+// DependentStatus reports an object the job depends on, such as its TensorBoard.
+type DependentStatus struct {
+	// Action is what the controller last did to the object: Create, Update or NOP.
+	// +optional
+	Action string `json:"action,omitempty"`
+
+	// Dependent points to the object.
+	// +optional
+	Dependent *DependentReference `json:"dependent,omitempty"`
+
+	// Note tells a person how the object is.
+	// +optional
+	Note string `json:"note,omitempty"`
+
+	// Ready says whether the object is ready for use.
+	Ready bool `json:"ready"`
+
+	// Reason is a one-word reason for the state, e.g. DependentReady.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// Type is Normal or Warning.
+	// +optional
+	Type string `json:"type,omitempty"`
+}
+
+// DependentReference points to an object.
+type DependentReference struct {
+	APIVersion string    `json:"apiVersion,omitempty"`
+	Kind       string    `json:"kind,omitempty"`
+	Name       string    `json:"name,omitempty"`
+	Namespace  string    `json:"namespace,omitempty"`
+	UID        types.UID `json:"uid,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// TensorFlowTrainingJobList is a list of TensorFlowTrainingJobs.
+type TensorFlowTrainingJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TensorFlowTrainingJob `json:"items"`
+}

@@ -1,0 +1,71 @@
+package v1beta1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=xgbj,categories=t9k
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.aggregate.running`
+// +kubebuilder:printcolumn:name="Succeeded",type=integer,JSONPath=`.status.aggregate.succeeded`
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.aggregate.failed`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,priority=1,JSONPath=`.status.conditions[?(@.status=="True")].message`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must consist of lower-case letters, digits and '-', start with a letter and end with a letter or digit: it begins the host name and Service name of every replica"
+// +kubebuilder:validation:XValidation:rule="self.spec.replicaSpecs.all(r, size(self.metadata.name) + size(r.type) + ((has(r.replicas) ? r.replicas : 1) > 1000 ? 4 : (has(r.replicas) ? r.replicas : 1) > 100 ? 3 : (has(r.replicas) ? r.replicas : 1) > 10 ? 2 : 1) + 2 <= 63)",message="metadata.name is too long: the replica names <name>-<type>-<rank> (host names and Service names) must fit in 63 characters; shorten the job name"
+
+// XGBoostTrainingJob runs distributed XGBoost: one master and any number of workers. The job
+// succeeds when the master succeeds.
+type XGBoostTrainingJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the job the user asks for.
+	Spec XGBoostTrainingJobSpec `json:"spec"`
+
+	// Status is what the controller observed of the job.
+	// +optional
+	Status JobStatus `json:"status,omitempty"`
+}
+
+// XGBoostTrainingJobSpec is the desired state of an XGBoostTrainingJob.
+// +kubebuilder:validation:XValidation:rule="self.replicaSpecs.all(r, r.type in ['master', 'worker'])",message="spec.replicaSpecs[*].type must be master or worker"
+// +kubebuilder:validation:XValidation:rule="self.replicaSpecs.exists(r, r.type == 'master' && (!has(r.replicas) || r.replicas == 1))",message="an XGBoostTrainingJob needs exactly one master: add a replicaSpec with type master and replicas 1"
+// +kubebuilder:validation:XValidation:rule="!has(self.runMode) || !has(self.runMode.debug) || !has(self.runMode.debug.replicaSpecs) || self.runMode.debug.replicaSpecs.all(d, self.replicaSpecs.exists(r, r.type == d.type))",message="spec.runMode.debug.replicaSpecs[*].type must name a replica type listed in spec.replicaSpecs"
+// +kubebuilder:validation:XValidation:rule="!has(self.runMode) || !has(self.runMode.pause) || !has(self.runMode.pause.resumeSpecs) || self.runMode.pause.resumeSpecs.all(d, self.replicaSpecs.exists(r, r.type == d.type))",message="spec.runMode.pause.resumeSpecs[*].type must name a replica type listed in spec.replicaSpecs"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.runMode) || !has(oldSelf.runMode.pause) || !has(oldSelf.runMode.pause.resumeSpecs) || (has(self.runMode) && has(self.runMode.pause) && has(self.runMode.pause.resumeSpecs) && self.runMode.pause.resumeSpecs == oldSelf.runMode.pause.resumeSpecs)",message="spec.runMode.pause.resumeSpecs cannot be changed once set; pause.enabled can still be switched at any time"
+type XGBoostTrainingJobSpec struct {
+	// ReplicaSpecs lists the replica types: exactly one master, and workers.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=2
+	ReplicaSpecs []TrainingReplicaSpec `json:"replicaSpecs"`
+
+	// RunPolicy bounds the job's restarts and run time, and cleans up after it.
+	// +optional
+	RunPolicy TrainingRunPolicy `json:"runPolicy,omitempty"`
+
+	// Scheduler chooses the scheduler of the job's pods; without it, the default Kubernetes
+	// scheduler.
+	// +optional
+	Scheduler *SchedulePolicy `json:"scheduler,omitempty"`
+
+	// RunMode switches the job to debug or pause mode.
+	// +optional
+	RunMode *RunMode `json:"runMode,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// XGBoostTrainingJobList is a list of XGBoostTrainingJobs.
+type XGBoostTrainingJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []XGBoostTrainingJob `json:"items"`
+}

@@ -3,7 +3,6 @@ package manifests
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -51,7 +50,7 @@ func newAdmitter(t testing.TB, crd *apiextensionsv1.CustomResourceDefinition) *a
 func (a *admitter) admit(obj, old map[string]any) []string {
 	obj, old = asDecoded(obj), asDecoded(old)
 	var errs field.ErrorList
-	for _, path := range pruning.PruneWithOptions(deepCopy(obj), a.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}) {
+	for _, path := range pruning.PruneWithOptions(asDecoded(obj), a.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}) {
 		errs = append(errs, field.Invalid(field.NewPath(path), nil, "unknown field: field not declared in schema"))
 	}
 	errs = append(errs, listtype.ValidateListSetsAndMaps(nil, a.structural, obj)...)
@@ -87,72 +86,6 @@ func asDecoded(obj map[string]any) map[string]any {
 		panic(err)
 	}
 	return out
-}
-
-func deepCopy(obj map[string]any) map[string]any {
-	out := make(map[string]any, len(obj))
-	for k, v := range obj {
-		out[k] = deepCopyValue(v)
-	}
-	return out
-}
-
-func deepCopyValue(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		return deepCopy(x)
-	case []any:
-		out := make([]any, len(x))
-		for i := range x {
-			out[i] = deepCopyValue(x[i])
-		}
-		return out
-	default:
-		return v
-	}
-}
-
-// set puts value at a path of map keys and list indexes, e.g. set(obj, 2, "spec", "replicaSpecs", 0, "replicas").
-func set(obj map[string]any, value any, path ...any) {
-	var cur any = obj
-	for i, p := range path {
-		last := i == len(path)-1
-		switch key := p.(type) {
-		case string:
-			m := cur.(map[string]any)
-			if last {
-				m[key] = value
-				return
-			}
-			if _, ok := m[key]; !ok {
-				m[key] = map[string]any{}
-			}
-			cur = m[key]
-		case int:
-			l := cur.([]any)
-			if last {
-				l[key] = value
-				return
-			}
-			cur = l[key]
-		default:
-			panic(fmt.Sprintf("bad path element %v", p))
-		}
-	}
-}
-
-// get reads the value at a path of map keys and list indexes.
-func get(obj map[string]any, path ...any) any {
-	var cur any = obj
-	for _, p := range path {
-		switch key := p.(type) {
-		case string:
-			cur = cur.(map[string]any)[key]
-		case int:
-			cur = cur.([]any)[key]
-		}
-	}
-	return cur
 }
 
 func anyContains(errs []string, want string) bool {

@@ -3,12 +3,16 @@
 // the 256 KiB that client-side `kubectl apply` can store in its last-applied annotation; the
 // fields of a pod template are documented by `kubectl explain pod.spec` anyway.
 //
+// It also joins the lines of each kept description into paragraphs: controller-gen keeps the
+// line breaks of Go comments, which `kubectl explain` would print mid-sentence.
+//
 // Usage: crd-trim FILE...   (rewrites each file in place)
 package main
 
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 )
@@ -49,8 +53,13 @@ func walk(node any, inEmbedded bool) {
 	case map[string]any:
 		if inEmbedded {
 			delete(n, "description")
+		} else if d, ok := n["description"].(string); ok {
+			n["description"] = reflow(d)
 		}
 		for key, child := range n {
+			if key == "description" {
+				continue
+			}
 			if key == "properties" {
 				props, _ := child.(map[string]any)
 				for name, prop := range props {
@@ -75,4 +84,13 @@ func walk(node any, inEmbedded bool) {
 			walk(child, inEmbedded)
 		}
 	}
+}
+
+// reflow joins the lines of each paragraph of a description.
+func reflow(description string) string {
+	paragraphs := strings.Split(description, "\n\n")
+	for i, p := range paragraphs {
+		paragraphs[i] = strings.ReplaceAll(p, "\n", " ")
+	}
+	return strings.Join(paragraphs, "\n\n")
 }

@@ -1,0 +1,181 @@
+package admission
+
+import "strings"
+
+// Case is one object the API server must accept or refuse at admission.
+type Case struct {
+	// Name says what the case checks.
+	Name string
+	// Example is the documented example (examples/) the object starts from.
+	Example string
+	// Edit changes the example into the object under test.
+	Edit func(obj map[string]any)
+	// Want is a piece of the error the API server answers, or "" when the object is accepted.
+	Want string
+}
+
+// Cases cover every admission rule of the CRDs: one violation each, and the nearest valid
+// object where the boundary matters.
+var Cases = []Case{
+	// GenericJob
+	{"replicas below zero", "generic-example.yaml", func(o map[string]any) { set(o, -1, "spec", "replicaSpecs", 0, "replicas") }, "spec.replicaSpecs[0].replicas: Invalid value"},
+	{"zero replicas allowed", "generic-example.yaml", func(o map[string]any) {
+		set(o, 0, "spec", "replicaSpecs", 0, "replicas")
+		delete(o["spec"].(map[string]any), "successRules")
+		delete(o["spec"].(map[string]any), "failureRules")
+	}, ""},
+	// Without generateEmbeddedObjectMeta the template's labels and annotations would be
+	// pruned, and strict field validation refuses pruned fields.
+	{"pod template metadata kept", "generic-example.yaml", func(o map[string]any) {
+		set(o, map[string]any{"labels": map[string]any{"team": "a"}, "annotations": map[string]any{"note": "b"}},
+			"spec", "replicaSpecs", 0, "template", "metadata")
+	}, ""},
+	{"no replica specs", "generic-example.yaml", func(o map[string]any) { set(o, []any{}, "spec", "replicaSpecs") }, "spec.replicaSpecs: Invalid value"},
+	{"duplicate replica type", "generic-example.yaml", func(o map[string]any) {
+		r := get(o, "spec", "replicaSpecs", 0)
+		set(o, []any{r, deepCopyValue(r)}, "spec", "replicaSpecs")
+	}, "spec.replicaSpecs[1]: Duplicate value"},
+	{"replica type not a DNS label", "generic-example.yaml", func(o map[string]any) { set(o, "Worker_1", "spec", "replicaSpecs", 0, "type") }, "spec.replicaSpecs[0].type"},
+	{"unknown restart policy", "generic-example.yaml", func(o map[string]any) {
+		set(o, map[string]any{"policy": "Sometimes"}, "spec", "replicaSpecs", 0, "restartPolicy")
+	}, `spec.replicaSpecs[0].restartPolicy.policy: Unsupported value: "Sometimes"`},
+	{"ExitCode is not a GenericJob policy", "generic-example.yaml", func(o map[string]any) {
+		set(o, map[string]any{"policy": "ExitCode"}, "spec", "replicaSpecs", 0, "restartPolicy")
+	}, `Unsupported value: "ExitCode"`},
+	{"restart limit below zero", "generic-example.yaml", func(o map[string]any) {
+		set(o, map[string]any{"policy": "OnFailure", "limit": -1}, "spec", "replicaSpecs", 0, "restartPolicy")
+	}, "spec.replicaSpecs[0].restartPolicy.limit"},
+	{"restart policy with limit", "generic-example.yaml", func(o map[string]any) {
+		set(o, map[string]any{"policy": "OnFailure", "limit": 3}, "spec", "replicaSpecs", 0, "restartPolicy")
+	}, ""},
+	{"success rule names unknown type", "generic-example.yaml", func(o map[string]any) {
+		set(o, []any{map[string]any{"master": []any{0}}}, "spec", "successRules")
+	}, "spec.successRules may only name replica types listed in spec.replicaSpecs"},
+	{"failure rule names missing rank", "generic-example.yaml", func(o map[string]any) {
+		set(o, []any{map[string]any{"worker": []any{4}}}, "spec", "failureRules")
+	}, "spec.failureRules names a rank that does not exist"},
+	{"success rule names last rank", "generic-example.yaml", func(o map[string]any) {
+		set(o, []any{map[string]any{"worker": []any{0, 3}}}, "spec", "successRules")
+	}, ""},
+	{"unknown clean-up policy", "generic-example.yaml", func(o map[string]any) { set(o, "Some", "spec", "cleanUpPolicy") }, `spec.cleanUpPolicy: Unsupported value: "Some"`},
+	{"duplicate service port name", "generic-example.yaml", func(o map[string]any) {
+		set(o, map[string]any{"ports": []any{map[string]any{"name": "http", "port": 80}, map[string]any{"name": "http", "port": 81}}}, "spec", "service")
+	}, "spec.service.ports[1]: Duplicate value"},
+	{"service port out of range", "generic-example.yaml", func(o map[string]any) {
+		set(o, map[string]any{"ports": []any{map[string]any{"name": "http", "port": 70000}}}, "spec", "service")
+	}, "spec.service.ports[0].port"},
+	{"containers directly under template", "generic-example.yaml", func(o map[string]any) {
+		set(o, get(o, "spec", "replicaSpecs", 0, "template", "spec"), "spec", "replicaSpecs", 0, "template")
+	}, "template.spec.containers must list at least one container"},
+	{"job name with a dot", "generic-example.yaml", func(o map[string]any) { set(o, "generic.example", "metadata", "name") }, "metadata.name must consist of lower-case letters"},
+	{"job name too long for its replicas", "generic-example.yaml", func(o map[string]any) {
+		set(o, strings.Repeat("a", 55), "metadata", "name")
+	}, "the replica names <name>-<type>-<rank> (host names and Service names) must fit in 63 characters"},
+	{"longest job name that fits", "generic-example.yaml", func(o map[string]any) { set(o, strings.Repeat("a", 54), "metadata", "name") }, ""},
+	{"debug setting for unknown type", "generic-example.yaml", func(o map[string]any) {
+		set(o, map[string]any{"enabled": true, "replicaSpecs": []any{map[string]any{"type": "master"}}}, "spec", "runMode", "debug")
+	}, "spec.runMode.debug.replicaSpecs[*].type must name a replica type"},
+	{"scheduler queue required", "generic-example.yaml", func(o map[string]any) {
+		set(o, map[string]any{"t9kScheduler": map[string]any{"priority": 50}}, "spec", "scheduler")
+	}, "spec.scheduler.t9kScheduler.queue: Required value"},
+	{"scheduler as documented", "generic-example.yaml", func(o map[string]any) {
+		set(o, map[string]any{"t9kScheduler": map[string]any{"queue": "default", "priority": 50}}, "spec", "scheduler")
+	}, ""},
+
+	// MPIJob
+	{"no mpi-worker container", "mpi-example.yaml", func(o map[string]any) {
+		set(o, "worker", "spec", "worker", "template", "spec", "containers", 0, "name")
+	}, "must include a container named mpi-worker"},
+	{"MPI needs a worker", "mpi-example.yaml", func(o map[string]any) { set(o, 0, "spec", "worker", "replicas") }, "spec.worker.replicas"},
+	{"MPI debug type", "mpi-example.yaml", func(o map[string]any) {
+		set(o, map[string]any{"enabled": true, "replicaSpecs": []any{map[string]any{"type": "ps"}}}, "spec", "runMode", "debug")
+	}, "must be launcher or worker"},
+	{"MPI debug as documented", "mpi-example.yaml", func(o map[string]any) {
+		set(o, map[string]any{"enabled": true, "replicaSpecs": []any{map[string]any{"type": "worker", "skipInitContainer": true, "command": []any{"sleep", "inf"}}}}, "spec", "runMode", "debug")
+	}, ""},
+	{"MPI name too long", "mpi-example.yaml", func(o map[string]any) { set(o, strings.Repeat("m", 55), "metadata", "name") }, "the worker names <name>-worker-<rank> (host names) must fit in 63 characters"},
+
+	// ColossalAIJob
+	{"no worker container", "colossalai-example.yaml", func(o map[string]any) {
+		set(o, "trainer", "spec", "worker", "template", "spec", "containers", 0, "name")
+	}, "must include a container named worker"},
+	{"no processes per worker", "colossalai-example.yaml", func(o map[string]any) { set(o, 0, "spec", "worker", "procPerWorker") }, "spec.worker.procPerWorker"},
+	{"launcher needs an image", "colossalai-example.yaml", func(o map[string]any) { delete(get(o, "spec", "launcher").(map[string]any), "image") }, "spec.launcher.image: Required value"},
+
+	// TensorFlowTrainingJob
+	{"TF type outside chief/worker/ps/evaluator", "tensorflow-example.yaml", func(o map[string]any) { set(o, "master", "spec", "replicaSpecs", 0, "type") }, "must be chief, worker, ps or evaluator"},
+	{"two chiefs", "tensorflow-example.yaml", func(o map[string]any) {
+		r := deepCopyValue(get(o, "spec", "replicaSpecs", 0)).(map[string]any)
+		r["type"], r["replicas"] = "chief", 2
+		set(o, append(get(o, "spec", "replicaSpecs").([]any), r), "spec", "replicaSpecs")
+	}, "at most one chief"},
+	{"chief and workers", "tensorflow-example.yaml", func(o map[string]any) {
+		r := deepCopyValue(get(o, "spec", "replicaSpecs", 0)).(map[string]any)
+		r["type"], r["replicas"] = "chief", 1
+		set(o, append(get(o, "spec", "replicaSpecs").([]any), r), "spec", "replicaSpecs")
+	}, ""},
+	{"only parameter servers", "tensorflow-example.yaml", func(o map[string]any) { set(o, "ps", "spec", "replicaSpecs", 0, "type") }, "must include a chief or a worker"},
+	{"TF restart policy", "tensorflow-example.yaml", func(o map[string]any) { set(o, "Sometimes", "spec", "replicaSpecs", 0, "restartPolicy") }, `Unsupported value: "Sometimes"`},
+	{"TF ExitCode policy", "tensorflow-example.yaml", func(o map[string]any) { set(o, "ExitCode", "spec", "replicaSpecs", 0, "restartPolicy") }, ""},
+	{"TF backoff limit below zero", "tensorflow-example.yaml", func(o map[string]any) { set(o, -1, "spec", "runPolicy", "backoffLimit") }, "spec.runPolicy.backoffLimit"},
+	{"TF run policy", "tensorflow-example.yaml", func(o map[string]any) {
+		set(o, map[string]any{"cleanUpPolicy": "All", "backoffLimit": 3, "activeDeadlineSeconds": 600}, "spec", "runPolicy")
+	}, ""},
+	{"TensorBoard as documented", "tensorflow-example.yaml", func(o map[string]any) {
+		set(o, map[string]any{"image": "t9kpublic/tensorflow-2.11.0:cpu-sdk-0.5.2", "trainingLogFilesets": []any{"t9k://pvc/tensorflow-tensorboard-pvc/log"}}, "spec", "tensorboardSpec")
+	}, ""},
+	{"TensorBoard fileset not a t9k URL", "tensorflow-example.yaml", func(o map[string]any) {
+		set(o, map[string]any{"image": "tb", "trainingLogFilesets": []any{"/mnt/log"}}, "spec", "tensorboardSpec")
+	}, "spec.tensorboardSpec.trainingLogFilesets[0]"},
+	{"TensorBoard name too long", "tensorflow-example.yaml", func(o map[string]any) {
+		set(o, strings.Repeat("t", 52), "metadata", "name")
+		set(o, map[string]any{"image": "tb", "trainingLogFilesets": []any{"t9k://pvc/logs/x"}}, "spec", "tensorboardSpec")
+	}, "may have a name of at most 51 characters"},
+
+	// XGBoostTrainingJob
+	{"no master", "xgboost-example.yaml", func(o map[string]any) { set(o, []any{get(o, "spec", "replicaSpecs", 1)}, "spec", "replicaSpecs") }, "needs exactly one master"},
+	{"two masters", "xgboost-example.yaml", func(o map[string]any) { set(o, 2, "spec", "replicaSpecs", 0, "replicas") }, "needs exactly one master"},
+	{"XGBoost type", "xgboost-example.yaml", func(o map[string]any) { set(o, "ps", "spec", "replicaSpecs", 1, "type") }, "must be master or worker"},
+}
+
+// UpdateCase is an update the API server must accept or refuse.
+type UpdateCase struct {
+	Name     string
+	Example  string
+	Old, New func(obj map[string]any)
+	// Refused says whether the update is refused because resumeSpecs changed.
+	Refused bool
+}
+
+// ResumeSpecsImmutable is the message of the rule UpdateCases exercise.
+const ResumeSpecsImmutable = "spec.runMode.pause.resumeSpecs cannot be changed once set"
+
+// UpdateCases: pause.enabled may be switched at will; resumeSpecs may be set once and never
+// changed or removed afterwards. Every kind has the rule.
+func UpdateCases() []UpdateCase {
+	resume := []any{map[string]any{"type": "worker", "skipInitContainer": true, "command": []any{"/usr/bin/sshd"}}}
+	changed := []any{map[string]any{"type": "worker", "command": []any{"python", "resume.py"}}}
+	pause := func(enabled bool, specs []any) func(map[string]any) {
+		return func(obj map[string]any) {
+			p := map[string]any{"enabled": enabled}
+			if specs != nil {
+				p["resumeSpecs"] = deepCopyValue(specs)
+			}
+			set(obj, p, "spec", "runMode", "pause")
+		}
+	}
+	unchanged := func(map[string]any) {}
+	var cases []UpdateCase
+	for _, example := range []string{"generic-example.yaml", "mpi-example.yaml", "colossalai-example.yaml", "tensorflow-example.yaml", "xgboost-example.yaml"} {
+		kind := strings.TrimSuffix(example, ".yaml")
+		cases = append(cases,
+			UpdateCase{kind + ": pause switched on, resumeSpecs kept", example, pause(false, resume), pause(true, resume), false},
+			UpdateCase{kind + ": pause switched off, resumeSpecs kept", example, pause(true, resume), pause(false, resume), false},
+			UpdateCase{kind + ": resumeSpecs set for the first time", example, pause(false, nil), pause(true, resume), false},
+			UpdateCase{kind + ": resumeSpecs changed", example, pause(true, resume), pause(true, changed), true},
+			UpdateCase{kind + ": resumeSpecs removed", example, pause(true, resume), pause(true, nil), true},
+			UpdateCase{kind + ": pause removed with its resumeSpecs", example, pause(true, resume), unchanged, true},
+		)
+	}
+	return cases
+}

@@ -1,0 +1,156 @@
+package cluster
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// pidFile lists "name pid" per started component, so that StopDir can stop a detached
+// cluster from another process.
+const pidFile = "pids"
+
+// stopGrace is how long a component has to exit after SIGTERM before it is killed.
+const stopGrace = 10 * time.Second
+
+type process struct {
+	name string
+	pid  int
+	done chan struct{}
+	err  error
+}
+
+func (p *process) exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// run starts one component with its output in logs/<name>.log. Each component leads its own
+// process group, so that stopping it stops anything it started. Unless detached, the kernel
+// kills it when this process dies, so a crashed test leaves nothing behind.
+func (c *Cluster) run(opts Options, name, path string, args ...string) error {
+	logFile, err := os.Create(filepath.Join(c.Dir, "logs", name+".log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if opts.Detach {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	} else {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &process{name: name, pid: cmd.Process.Pid, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	c.procs = append(c.procs, p)
+
+	f, err := os.OpenFile(filepath.Join(c.Dir, pidFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = fmt.Fprintf(f, "%s %d\n", name, p.pid)
+	return err
+}
+
+// Stop stops every component, newest first, and waits until each has exited.
+func (c *Cluster) Stop() error {
+	var errs []error
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		p := c.procs[i]
+		if exited, _ := p.exited(); exited {
+			continue
+		}
+		_ = syscall.Kill(-p.pid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(stopGrace):
+			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+			<-p.done
+			errs = append(errs, fmt.Errorf("%s did not stop in %s and was killed", p.name, stopGrace))
+		}
+	}
+	c.procs = nil
+	_ = os.Remove(filepath.Join(c.Dir, pidFile))
+	return errors.Join(errs...)
+}
+
+// StopDir stops the cluster whose directory is dir, started by another process (a detached
+// cluster). A recorded pid that no longer runs the recorded component is left alone.
+func StopDir(dir string) error {
+	f, err := os.Open(filepath.Join(dir, pidFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // nothing running
+	}
+	if err != nil {
+		return err
+	}
+	type entry struct {
+		name string
+		pid  int
+	}
+	var entries []entry
+	scanner := bufio.NewScanner(f)
+	for scanner.Scan() {
+		name, pidText, ok := strings.Cut(scanner.Text(), " ")
+		pid, err := strconv.Atoi(pidText)
+		if ok && err == nil {
+			entries = append(entries, entry{name, pid})
+		}
+	}
+	f.Close()
+	var errs []error
+	for i := len(entries) - 1; i >= 0; i-- {
+		e := entries[i]
+		if !runs(e.pid, e.name) {
+			continue
+		}
+		_ = syscall.Kill(-e.pid, syscall.SIGTERM)
+		deadline := time.Now().Add(stopGrace)
+		for runs(e.pid, e.name) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if runs(e.pid, e.name) {
+			_ = syscall.Kill(-e.pid, syscall.SIGKILL)
+			errs = append(errs, fmt.Errorf("%s (pid %d) did not stop in %s and was killed", e.name, e.pid, stopGrace))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return os.Remove(filepath.Join(dir, pidFile))
+}
+
+// runs reports whether pid is a live process of the named component (not a zombie, and not a
+// recycled pid of another program).
+func runs(pid int, name string) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// stat is "pid (comm) state ...", comm cut to 15 characters.
+	open, end := strings.IndexByte(string(stat), '('), strings.LastIndexByte(string(stat), ')')
+	if open < 0 || end < open || end+2 >= len(stat) {
+		return false
+	}
+	comm, state := string(stat[open+1:end]), stat[end+2]
+	return state != 'Z' && strings.HasPrefix(name, comm)
+}

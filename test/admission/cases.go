@@ -66,7 +66,7 @@ var Cases = []Case{
 	}, "spec.service.ports[0].port"},
 	{"containers directly under template", "generic-example.yaml", func(o map[string]any) {
 		set(o, get(o, "spec", "replicaSpecs", 0, "template", "spec"), "spec", "replicaSpecs", 0, "template")
-	}, "template.spec.containers must list at least one container"},
+	}, "spec.replicaSpecs[0].template.containers"},
 	{"job name with a dot", "generic-example.yaml", func(o map[string]any) { set(o, "generic.example", "metadata", "name") }, "metadata.name must consist of lower-case letters"},
 	{"job name too long for its replicas", "generic-example.yaml", func(o map[string]any) {
 		set(o, strings.Repeat("a", 55), "metadata", "name")

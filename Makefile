@@ -1,0 +1,42 @@
+# t9k-jobs: see README.md. Every target works on a fresh machine with Go; the local control
+# plane's binaries are built on first use and cached (hack/lib/tools.sh).
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := build
+
+CLUSTER_DIR ?= _output/cluster
+# Packages whose tests need no cluster.
+UNIT_PKGS = $$(go list ./... | grep -v /test/e2e)
+
+.PHONY: build generate verify test test-unit test-e2e tools cluster-up cluster-down
+
+build: ## compile everything
+	go build ./...
+	@if [ -d cmd ]; then go build -o bin/ ./cmd/...; fi
+
+generate: ## regenerate clients, deepcopy, OpenAPI and CRDs from pkg/apis
+	hack/update-codegen.sh
+
+verify: ## gofmt, go vet, and generated code up to date
+	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
+	go vet ./...
+	hack/verify-codegen.sh
+
+tools: ## build (once) the local control plane's binaries
+	@hack/lib/tools.sh >/dev/null
+
+test: tools ## unit and end-to-end tests (the e2e tests start their own local cluster)
+	T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go test -count=1 ./...
+
+test-unit: ## tests that need no cluster
+	go test -count=1 $(UNIT_PKGS)
+
+test-e2e: tools ## end-to-end tests on a local cluster (or on $T9K_E2E_KUBECONFIG's)
+	T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go test -count=1 -v ./test/e2e/
+
+cluster-up: tools ## start the local control plane in the background; prints its kubeconfig
+	go run ./hack/cluster up --dir $(CLUSTER_DIR) --bin-dir $$(hack/lib/tools.sh)
+
+cluster-down: ## stop the local control plane
+	go run ./hack/cluster down --dir $(CLUSTER_DIR)

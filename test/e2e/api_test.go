@@ -1,0 +1,230 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/t9k-jobs/t9k-jobs/examples"
+	"github.com/t9k-jobs/t9k-jobs/manifests"
+	batchv1beta1 "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/test/admission"
+)
+
+// TestCRDsInstalledWithClientSideApply: TestMain installed the CRDs with plain `kubectl apply`,
+// which keeps each whole CRD in an annotation; they must all be there.
+func TestCRDsInstalledWithClientSideApply(t *testing.T) {
+	crds, err := manifests.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := apiextensionsclient.NewForConfigOrDie(env.config)
+	for _, want := range crds {
+		crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), want.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("%s: %v", want.Name, err)
+			continue
+		}
+		if _, ok := crd.Annotations["kubectl.kubernetes.io/last-applied-configuration"]; !ok {
+			t.Errorf("%s: not installed by client-side kubectl apply", want.Name)
+		}
+	}
+}
+
+// TestExamplesWithKubectl: every documented example is accepted by `kubectl apply` (as a
+// server-side dry run), but the XGBoost example as published, whose misplaced containers the
+// error must name.
+func TestExamplesWithKubectl(t *testing.T) {
+	ns := namespace(t)
+	for _, name := range examples.Names() {
+		t.Run(name, func(t *testing.T) {
+			out, err := kubectl("apply", "--dry-run=server", "-n", ns, "-f", filepath.Join(repoRoot, "examples", name))
+			if name != examples.AsPublished {
+				if err != nil {
+					t.Fatalf("refused: %v\n%s", err, out)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted:\n%s", out)
+			}
+			if !strings.Contains(out, "spec.replicaSpecs[1].template.containers") {
+				t.Fatalf("the error does not name the misplaced field:\n%s", out)
+			}
+		})
+	}
+}
+
+func resourceOf(obj map[string]any) schema.GroupVersionResource {
+	kind := obj["kind"].(string)
+	return batchv1beta1.SchemeGroupVersion.WithResource(strings.ToLower(kind) + "s")
+}
+
+// TestAdmissionRulesOnServer runs every case of test/admission against the API server, with
+// strict field validation as kubectl asks for it.
+func TestAdmissionRulesOnServer(t *testing.T) {
+	ns := namespace(t)
+	for _, tc := range admission.Cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			obj, err := tc.Object()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = env.dynamic.Resource(resourceOf(obj)).Namespace(ns).Create(context.Background(),
+				&unstructured.Unstructured{Object: obj},
+				metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: metav1.FieldValidationStrict})
+			if tc.Want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.Want) {
+				t.Fatalf("want an error containing %q, got %v", tc.Want, err)
+			}
+		})
+	}
+}
+
+// TestMisplacedContainersWithoutStrictValidation: a client that does not ask for strict field
+// validation (client-go's default) has the misplaced containers pruned silently; the CEL rule
+// still refuses the object, with a hint where containers belong.
+func TestMisplacedContainersWithoutStrictValidation(t *testing.T) {
+	ns := namespace(t)
+	obj, err := examples.Object(examples.AsPublished)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = env.dynamic.Resource(resourceOf(obj)).Namespace(ns).Create(context.Background(),
+		&unstructured.Unstructured{Object: obj},
+		metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: metav1.FieldValidationIgnore})
+	if err == nil || !strings.Contains(err.Error(), "spec.replicaSpecs[1]") || !strings.Contains(err.Error(), "containers belong under template.spec") {
+		t.Fatalf("want the replica named and a hint where containers belong, got %v", err)
+	}
+}
+
+func TestResumeSpecsImmutableOnServer(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	for i, tc := range admission.UpdateCases() {
+		t.Run(tc.Name, func(t *testing.T) {
+			old, updated, err := tc.Objects()
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("update-%d", i)
+			old["metadata"].(map[string]any)["name"] = name
+			updated["metadata"].(map[string]any)["name"] = name
+			client := env.dynamic.Resource(resourceOf(old)).Namespace(ns)
+			created, err := client.Create(ctx, &unstructured.Unstructured{Object: old}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Delete(ctx, name, metav1.DeleteOptions{})
+			u := &unstructured.Unstructured{Object: updated}
+			u.SetResourceVersion(created.GetResourceVersion())
+			_, err = client.Update(ctx, u, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+			refused := err != nil && strings.Contains(err.Error(), admission.ResumeSpecsImmutable)
+			if refused != tc.Refused || (!tc.Refused && err != nil) {
+				t.Fatalf("refused=%v, want %v: %v", refused, tc.Refused, err)
+			}
+		})
+	}
+}
+
+// TestExplain: `kubectl explain` shows the field docs of every kind.
+func TestExplain(t *testing.T) {
+	cases := map[string]string{
+		"genericjob.spec.replicaSpecs.restartPolicy":        "RestartPolicy says whether a failed replica is restarted",
+		"genericjob.spec.successRules":                      "the job succeeds as soon as one rule holds",
+		"mpijob.spec.worker.cmd":                            "Cmd is the command mpirun runs",
+		"colossalaijob.spec.worker.procPerWorker":           "ProcPerWorker is the number of training processes",
+		"tensorflowtrainingjob.spec.runPolicy.backoffLimit": "BackoffLimit is the most restarts",
+		"xgboosttrainingjob.spec.runMode.pause.resumeSpecs": "cannot be changed once set",
+		"genericjob.status.tasks.replicas.phase":            "Creating, Pending, Running, Succeeded, Failed, Unknown or Deleted",
+	}
+	for field, want := range cases {
+		t.Run(field, func(t *testing.T) {
+			out, err := kubectl("explain", field)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
+				t.Fatalf("explain %s lacks %q:\n%s", field, want, out)
+			}
+		})
+	}
+}
+
+// TestKubectlGet: short names, the t9k category and the printer columns.
+func TestKubectlGet(t *testing.T) {
+	ns := namespace(t)
+	if out, err := kubectl("apply", "-n", ns, "-f", filepath.Join(repoRoot, "examples", "generic-example.yaml")); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, short := range []string{"gj", "mj", "caj", "tfj", "xgbj"} {
+		out, err := kubectl("get", "-n", ns, short)
+		if err != nil {
+			t.Errorf("kubectl get %s: %v\n%s", short, err, out)
+		}
+	}
+	out, err := kubectl("get", "-n", ns, "t9k")
+	if err != nil || !strings.Contains(out, "genericjob.batch.tensorstack.dev/generic-example") {
+		t.Errorf("kubectl get t9k does not list the job: %v\n%s", err, out)
+	}
+	out, err = kubectl("get", "-n", ns, "gj")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	header := strings.Fields(strings.SplitN(out, "\n", 2)[0])
+	if strings.Join(header, " ") != "NAME PHASE RUNNING SUCCEEDED FAILED AGE" {
+		t.Errorf("kubectl get gj columns: %v", header)
+	}
+}
+
+// TestTypedClient: the generated clientset creates every example kind, keeps the pod
+// template's metadata, and writes status through the status subresource only.
+func TestTypedClient(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	data, err := examples.Read("generic-example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := &batchv1beta1.GenericJob{}
+	if err := yaml.UnmarshalStrict(data, job); err != nil {
+		t.Fatal(err)
+	}
+	job.Spec.ReplicaSpecs[0].Template.Labels = map[string]string{"team": "a"}
+	client := env.jobs.BatchV1beta1().GenericJobs(ns)
+	created, err := client.Create(ctx, job, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := created.Spec.ReplicaSpecs[0].Template.Labels["team"]; got != "a" {
+		t.Errorf("template label after create = %q, want a", got)
+	}
+
+	created.Status.Phase = batchv1beta1.JobRunning
+	created.Status.Conditions = []batchv1beta1.JobCondition{{Type: batchv1beta1.JobInitialized, Status: corev1.ConditionTrue, Reason: "-", Message: "The job has been initialized successfully."}}
+	created.Spec.CleanUpPolicy = batchv1beta1.CleanUpAll // must be ignored by the status subresource
+	updated, err := client.UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if updated.Status.Phase != batchv1beta1.JobRunning || len(updated.Status.Conditions) != 1 {
+		t.Errorf("status after update: %+v", updated.Status)
+	}
+	if updated.Spec.CleanUpPolicy != "" {
+		t.Errorf("status update changed spec.cleanUpPolicy to %q", updated.Spec.CleanUpPolicy)
+	}
+}

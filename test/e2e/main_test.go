@@ -1,0 +1,186 @@
+// Package e2e tests the project against a real control plane: the local one of test/cluster,
+// started here, or the cluster of $T9K_E2E_KUBECONFIG.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/t9k-jobs/t9k-jobs/manifests"
+	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
+	"github.com/t9k-jobs/t9k-jobs/test/cluster"
+)
+
+// repoRoot is the project's top directory, relative to this package.
+const repoRoot = "../.."
+
+// env is what every test shares: clients of the cluster under test and its kubectl.
+var env struct {
+	config     *rest.Config
+	kubeconfig string
+	kubectl    string
+	kube       kubernetes.Interface
+	jobs       versioned.Interface
+	dynamic    dynamic.Interface
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx := context.Background()
+	env.kubeconfig = os.Getenv("T9K_E2E_KUBECONFIG")
+	env.kubectl = "kubectl"
+	if env.kubeconfig == "" {
+		binDir, err := toolsBinDir()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		dir, err := os.MkdirTemp("", "t9k-e2e-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, Dir: dir, Progress: os.Stderr})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: starting the local cluster:", err)
+			return 1
+		}
+		code := 1
+		defer func() {
+			if err := c.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "e2e:", err)
+			}
+			if code == 0 {
+				os.RemoveAll(dir)
+			} else {
+				fmt.Fprintln(os.Stderr, "e2e: cluster logs kept in", filepath.Join(dir, "logs"))
+			}
+		}()
+		env.kubeconfig = c.Kubeconfig
+		env.kubectl = filepath.Join(binDir, "kubectl")
+		code = setUpAndRun(ctx, m)
+		return code
+	}
+	return setUpAndRun(ctx, m)
+}
+
+func setUpAndRun(ctx context.Context, m *testing.M) int {
+	if err := connect(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	if err := installCRDs(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: installing the CRDs:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// toolsBinDir builds (once) and returns the directory of the control-plane binaries.
+func toolsBinDir() (string, error) {
+	if dir := os.Getenv("T9K_TOOLS_BIN"); dir != "" {
+		return dir, nil
+	}
+	cmd := exec.Command(filepath.Join(repoRoot, "hack", "lib", "tools.sh"))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("building the control-plane binaries: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func connect() error {
+	config, err := clientcmd.BuildConfigFromFlags("", env.kubeconfig)
+	if err != nil {
+		return err
+	}
+	config.QPS, config.Burst = 100, 200
+	env.config = config
+	if env.kube, err = kubernetes.NewForConfig(config); err != nil {
+		return err
+	}
+	if env.jobs, err = versioned.NewForConfig(config); err != nil {
+		return err
+	}
+	env.dynamic, err = dynamic.NewForConfig(config)
+	return err
+}
+
+// installCRDs installs the CRDs the way the README tells users to, with client-side
+// `kubectl apply`, and waits until they are served.
+func installCRDs(ctx context.Context) error {
+	if out, err := kubectl("apply", "-f", filepath.Join(repoRoot, "manifests", "crds")); err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	crds, err := manifests.CRDs()
+	if err != nil {
+		return err
+	}
+	client, err := apiextensionsclient.NewForConfig(env.config)
+	if err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, want := range crds {
+			crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, want.Name, metav1.GetOptions{})
+			if err != nil || !established(crd) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// kubectl runs kubectl against the cluster under test and returns its combined output.
+func kubectl(args ...string) (string, error) {
+	cmd := exec.Command(env.kubectl, append([]string{"--kubeconfig", env.kubeconfig}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// namespace creates a namespace for one test and deletes it when the test ends.
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns, err := env.kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+	})
+	return ns.Name
+}

@@ -1,0 +1,35 @@
+package v1beta1
+
+// Labels and annotations the controller puts on the objects it creates.
+const (
+	// LabelJobName is the name of the job a child belongs to.
+	LabelJobName = GroupName + "/job-name"
+	// LabelReplicaType is the replica type of a pod or service.
+	LabelReplicaType = GroupName + "/replica-type"
+	// LabelReplicaIndex is the rank of a pod or service within its type.
+	LabelReplicaIndex = GroupName + "/replica-index"
+	// LabelControllerUID is the UID of the job a child belongs to: a new job with the name of
+	// a deleted one never selects the old one's children.
+	LabelControllerUID = GroupName + "/controller-uid"
+
+	// T9kSchedulerName is the schedulerName of pods placed by T9k Scheduler.
+	T9kSchedulerName = "t9k-scheduler"
+	// LabelQueue and AnnotationPriority tell T9k Scheduler a pod's queue and priority.
+	LabelQueue         = "scheduling.tensorstack.dev/queue"
+	AnnotationPriority = "scheduling.tensorstack.dev/priority"
+)
+
+// JobStatus returns the status every kind shares, for the shared controller engine.
+func (j *GenericJob) JobStatus() *JobStatus { return &j.Status }
+
+// JobStatus returns the status every kind shares, for the shared controller engine.
+func (j *MPIJob) JobStatus() *JobStatus { return &j.Status }
+
+// JobStatus returns the status every kind shares, for the shared controller engine.
+func (j *ColossalAIJob) JobStatus() *JobStatus { return &j.Status }
+
+// JobStatus returns the status every kind shares, for the shared controller engine.
+func (j *TensorFlowTrainingJob) JobStatus() *JobStatus { return &j.Status.JobStatus }
+
+// JobStatus returns the status every kind shares, for the shared controller engine.
+func (j *XGBoostTrainingJob) JobStatus() *JobStatus { return &j.Status }

@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+// ChildName is the name of the pod and service of a replica: <job>-<type>-<rank>.
+func ChildName(job, replicaType string, rank int32) string {
+	return fmt.Sprintf("%s-%s-%d", job, replicaType, rank)
+}
+
+// childLabels are the labels of a replica's pod and service; the service selects by them.
+func childLabels(job Job, replicaType string, rank int32) map[string]string {
+	return map[string]string{
+		batch.LabelJobName:       job.GetName(),
+		batch.LabelReplicaType:   replicaType,
+		batch.LabelReplicaIndex:  strconv.Itoa(int(rank)),
+		batch.LabelControllerUID: string(job.GetUID()),
+	}
+}
+
+// Selector selects the children of a job, and of no other job of the same name.
+func Selector(job Job) labels.Selector {
+	return labels.SelectorFromSet(labels.Set{batch.LabelJobName: job.GetName(), batch.LabelControllerUID: string(job.GetUID())})
+}
+
+func controllerRef(job Job) []metav1.OwnerReference {
+	gvk := job.GetObjectKind().GroupVersionKind()
+	return []metav1.OwnerReference{*metav1.NewControllerRef(job, gvk)}
+}
+
+// newPod builds the pod of one replica from its group's template: the controller, not the
+// kubelet, restarts replicas (so that it can count restarts), hence restartPolicy Never.
+func newPod(job Job, plan *Plan, g Group, rank int32, resumed bool) *corev1.Pod {
+	tmpl := g.Template(rank)
+	pod := &corev1.Pod{ObjectMeta: *tmpl.ObjectMeta.DeepCopy(), Spec: *tmpl.Spec.DeepCopy()}
+	pod.Name = ChildName(job.GetName(), g.Type, rank)
+	pod.GenerateName = ""
+	pod.Namespace = job.GetNamespace()
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	for k, v := range childLabels(job, g.Type, rank) {
+		pod.Labels[k] = v
+	}
+	pod.OwnerReferences = controllerRef(job)
+	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	pod.Spec.Hostname = pod.Name
+	if len(plan.ServicePorts) > 0 {
+		pod.Spec.Subdomain = pod.Name // the replica's headless service gives it a DNS name
+	}
+	if s := plan.Scheduler; s != nil {
+		pod.Spec.SchedulerName = batch.T9kSchedulerName
+		pod.Labels[batch.LabelQueue] = s.Queue
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[batch.AnnotationPriority] = strconv.Itoa(int(s.Priority))
+	}
+	switch {
+	case plan.Debug && g.Debug != nil:
+		applyRunSetting(pod, g.MainContainer, g.Debug.SkipInitContainer, g.Debug.Command, nil, true)
+	case resumed && g.Resume != nil:
+		applyRunSetting(pod, g.MainContainer, g.Resume.SkipInitContainer, g.Resume.Command, g.Resume.Args, false)
+	}
+	return pod
+}
+
+// applyRunSetting applies a debug or resume setting to a pod: init containers dropped when
+// asked, and the main container's command (and args) replaced where given. A debug command
+// replaces the args too, which belong to the training command.
+func applyRunSetting(pod *corev1.Pod, mainContainer string, skipInit bool, command, args []string, clearArgs bool) {
+	if skipInit {
+		pod.Spec.InitContainers = nil
+	}
+	i := 0
+	for j, c := range pod.Spec.Containers {
+		if c.Name == mainContainer {
+			i = j
+		}
+	}
+	if len(pod.Spec.Containers) == 0 {
+		return
+	}
+	c := &pod.Spec.Containers[i]
+	if len(command) > 0 {
+		c.Command = append([]string(nil), command...)
+		if clearArgs {
+			c.Args = nil
+		}
+	}
+	if len(args) > 0 {
+		c.Args = append([]string(nil), args...)
+	}
+}
+
+// newService builds the headless service of one replica. It publishes the pod's address
+// before the pod is ready, so that replicas find each other while they start.
+func newService(job Job, plan *Plan, replicaType string, rank int32) *corev1.Service {
+	l := childLabels(job, replicaType, rank)
+	ports := make([]corev1.ServicePort, len(plan.ServicePorts))
+	copy(ports, plan.ServicePorts)
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            ChildName(job.GetName(), replicaType, rank),
+			Namespace:       job.GetNamespace(),
+			Labels:          l,
+			OwnerReferences: controllerRef(job),
+		},
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			Selector:                 l,
+			Ports:                    ports,
+			PublishNotReadyAddresses: true,
+		},
+	}
+}

@@ -1,0 +1,431 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/expectations"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
+	"github.com/t9k-jobs/t9k-jobs/pkg/features"
+)
+
+// podBatchPeriod coalesces the syncs (and status writes) that pod phase changes cause.
+const podBatchPeriod = time.Second
+
+// statusWaitTTL bounds how long a sync waits for the cache to show its own status write.
+const statusWaitTTL = 30 * time.Second
+
+// Controller runs the jobs of one kind.
+type Controller struct {
+	adapter  Adapter
+	kind     string
+	kube     kubernetes.Interface
+	pods     corelisters.PodLister
+	services corelisters.ServiceLister
+	recorder record.EventRecorder
+	queue    workqueue.TypedRateLimitingInterface[string]
+	synced   []cache.InformerSynced
+
+	// expect holds the pod and service writes the cache has yet to show.
+	expect *expectations.Expectations
+	// written holds, per job key, the resourceVersion of the controller's last status write,
+	// until the cache shows it: a sync on an older copy would count a restart again.
+	written sync.Map // key -> writtenStatus
+
+	now func() time.Time
+}
+
+type writtenStatus struct {
+	resourceVersion string
+	at              time.Time
+}
+
+// New builds the controller of one kind on shared pod and service informers (filtered to the
+// project's children) and registers its event handlers.
+func New(adapter Adapter, kube kubernetes.Interface, pods coreinformers.PodInformer, services coreinformers.ServiceInformer, recorder record.EventRecorder) *Controller {
+	kind := adapter.GroupVersionKind().Kind
+	c := &Controller{
+		adapter:  adapter,
+		kind:     kind,
+		kube:     kube,
+		pods:     pods.Lister(),
+		services: services.Lister(),
+		recorder: recorder,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: kind}),
+		synced: []cache.InformerSynced{adapter.Informer().HasSynced, pods.Informer().HasSynced, services.Informer().HasSynced},
+		expect: expectations.New(expectations.DefaultTTL),
+		now:    time.Now,
+	}
+	_, _ = adapter.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.addJob,
+		UpdateFunc: func(_, cur any) { c.addJob(cur) },
+		DeleteFunc: c.deleteJob,
+	})
+	_, _ = pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.addPod,
+		UpdateFunc: c.updatePod,
+		DeleteFunc: c.deletePod,
+	})
+	_, _ = services.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.addService,
+		DeleteFunc: c.deleteService,
+	})
+	metrics.ReportJobs(kind, func() []string {
+		var phases []string
+		for _, obj := range adapter.Informer().GetStore().List() {
+			if job, ok := obj.(Job); ok {
+				phases = append(phases, string(job.JobStatus().Phase))
+			}
+		}
+		return phases
+	})
+	return c
+}
+
+// Run syncs jobs with the given number of workers until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	logger := klog.FromContext(ctx).WithValues("kind", c.kind)
+	logger.Info("Starting controller", "workers", workers)
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return
+	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			wait.UntilWithContext(ctx, c.worker, time.Second)
+		})
+	}
+	<-ctx.Done()
+	logger.Info("Stopping controller")
+	c.queue.ShutDown()
+	wg.Wait()
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for c.processNext(ctx) {
+	}
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	start := c.now()
+	requeueAfter, err := c.sync(ctx, key)
+	result := "success"
+	if err != nil {
+		result = "error"
+	}
+	metrics.SyncDuration.WithLabelValues(c.kind, result).Observe(time.Since(start).Seconds())
+	switch {
+	case err != nil:
+		if !apierrors.IsConflict(err) {
+			klog.FromContext(ctx).Error(err, "Sync failed; retrying", "kind", c.kind, "job", key)
+		}
+		c.queue.AddRateLimited(key)
+	default:
+		c.queue.Forget(key)
+		if requeueAfter > 0 {
+			c.queue.AddAfter(key, requeueAfter)
+		}
+	}
+	return true
+}
+
+// sync brings one job closer to its plan. It returns how soon to look again (restart
+// backoff) or an error to retry with the rate limiter.
+func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return 0, nil
+	}
+	cached, err := c.adapter.Get(namespace, name)
+	if apierrors.IsNotFound(err) {
+		c.forget(key)
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if cached.GetDeletionTimestamp() != nil {
+		return 0, nil // the garbage collector deletes the children
+	}
+	if !c.statusSeen(key, cached) || !c.expect.Satisfied(podsKey(key)) || !c.expect.Satisfied(servicesKey(key)) {
+		return 0, nil // an informer event will bring the job back
+	}
+	job := cached.DeepCopyObject().(Job)
+	job.GetObjectKind().SetGroupVersionKind(c.adapter.GroupVersionKind())
+	logger := klog.FromContext(ctx).WithValues("kind", c.kind, "job", key)
+
+	if Finished(job.JobStatus()) && len(job.JobStatus().Tasks) == 0 {
+		return 0, nil // failed before anything was created: nothing left to do
+	}
+	plan, err := c.adapter.Plan(job)
+	if err != nil {
+		if Finished(job.JobStatus()) {
+			return 0, nil
+		}
+		c.recorder.Event(job, corev1.EventTypeWarning, "InvalidSpec", err.Error())
+		if err := c.writeStatus(ctx, key, job, FailedStatus(job, "InvalidSpec", err.Error(), c.now())); err != nil {
+			return 0, err
+		}
+		// An update made a running job invalid: its replicas stop, as at any failure.
+		pods, services, err := c.children(job)
+		if err != nil {
+			return 0, err
+		}
+		return 0, c.deleteAll(ctx, key, job, &Decision{DeletePods: cleanUp(&Plan{CleanUp: batch.CleanUpUnfinished}, pods, nil), DeleteServices: live(services)})
+	}
+
+	pods, services, err := c.children(job)
+	if err != nil {
+		return 0, err
+	}
+	d := Decide(job, plan, pods, services, c.now())
+
+	// The status goes first: it counts the restarts this sync orders, so that they are
+	// never lost nor counted twice if the controller stops half-way.
+	if err := c.writeStatus(ctx, key, job, d.Status); err != nil {
+		return 0, err
+	}
+	if d.Outcome != nil {
+		eventType := corev1.EventTypeNormal
+		if !d.Outcome.Succeeded {
+			eventType = corev1.EventTypeWarning
+		}
+		reason := d.Outcome.Reason
+		if reason == "" {
+			reason = map[bool]string{true: "Succeeded", false: "Failed"}[d.Outcome.Succeeded]
+		}
+		c.recorder.Event(job, eventType, reason, d.Outcome.Message)
+	}
+	for _, name := range d.Restarted {
+		c.recorder.Eventf(job, corev1.EventTypeWarning, "Restarting", "Restarting replica %s", name)
+		metrics.Restarts.WithLabelValues(c.kind).Inc()
+	}
+	if err := c.deleteAll(ctx, key, job, d); err != nil {
+		return 0, err
+	}
+	if err := c.createAll(ctx, key, job, d); err != nil {
+		return 0, err
+	}
+	logger.V(4).Info("Synced", "phase", d.Status.Phase, "created", len(d.CreatePods), "deleted", len(d.DeletePods))
+	return d.RequeueAfter, nil
+}
+
+// children lists the pods and services job controls, from the informer caches.
+func (c *Controller) children(job Job) ([]*corev1.Pod, []*corev1.Service, error) {
+	pods, err := c.pods.Pods(job.GetNamespace()).List(Selector(job))
+	if err != nil {
+		return nil, nil, err
+	}
+	services, err := c.services.Services(job.GetNamespace()).List(Selector(job))
+	if err != nil {
+		return nil, nil, err
+	}
+	return owned(job, pods), owned(job, services), nil
+}
+
+// writeStatus writes status when it differs from the job's, and counts the phase change.
+func (c *Controller) writeStatus(ctx context.Context, key string, job Job, status *batch.JobStatus) error {
+	old := job.JobStatus()
+	if equality.Semantic.DeepEqual(old, status) {
+		return nil
+	}
+	from := old.Phase
+	*old = *status
+	written, err := c.adapter.UpdateStatus(ctx, job)
+	if err != nil {
+		return err
+	}
+	c.written.Store(key, writtenStatus{resourceVersion: written.GetResourceVersion(), at: c.now()})
+	if from != status.Phase {
+		fromLabel := string(from)
+		if fromLabel == "" {
+			fromLabel = "None"
+		}
+		metrics.PhaseTransitions.WithLabelValues(c.kind, fromLabel, string(status.Phase)).Inc()
+		if from != "" {
+			c.recorder.Eventf(job, corev1.EventTypeNormal, "PhaseChanged", "Phase changed from %s to %s", from, status.Phase)
+		}
+	}
+	return nil
+}
+
+// statusSeen reports whether the cached job includes the controller's last status write.
+func (c *Controller) statusSeen(key string, job Job) bool {
+	v, ok := c.written.Load(key)
+	if !ok {
+		return true
+	}
+	w := v.(writtenStatus)
+	if w.resourceVersion == job.GetResourceVersion() || c.now().Sub(w.at) > statusWaitTTL {
+		c.written.Delete(key)
+		return true
+	}
+	return false
+}
+
+func (c *Controller) forget(key string) {
+	c.expect.Forget(podsKey(key))
+	c.expect.Forget(servicesKey(key))
+	c.written.Delete(key)
+}
+
+func podsKey(key string) string     { return key + "/pods" }
+func servicesKey(key string) string { return key + "/services" }
+
+// owned keeps the objects whose controller is job (by UID, never by name alone).
+func owned[T metav1.Object](job Job, objs []T) []T {
+	var out []T
+	for _, o := range objs {
+		if ref := metav1.GetControllerOf(o); ref != nil && ref.UID == job.GetUID() {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// --- event handlers ---
+
+func (c *Controller) enqueue(obj any) {
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	c.queue.Add(key)
+}
+
+func (c *Controller) addJob(obj any) {
+	if job, ok := obj.(Job); ok {
+		c.statusSeen(mustKey(job), job) // clears the wait once our write shows
+	}
+	c.enqueue(obj)
+}
+
+func (c *Controller) deleteJob(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+		c.forget(key)
+		c.queue.Add(key)
+	}
+}
+
+// ownerKey returns the key of the job of this kind that controls obj, if any.
+func (c *Controller) ownerKey(obj metav1.Object) (string, bool) {
+	ref := metav1.GetControllerOf(obj)
+	gvk := c.adapter.GroupVersionKind()
+	if ref == nil || ref.Kind != gvk.Kind || ref.APIVersion != gvk.GroupVersion().String() {
+		return "", false
+	}
+	return obj.GetNamespace() + "/" + ref.Name, true
+}
+
+func (c *Controller) addPod(obj any) {
+	pod := obj.(*corev1.Pod)
+	key, ok := c.ownerKey(pod)
+	if !ok {
+		return
+	}
+	if pod.DeletionTimestamp != nil {
+		c.expect.DeletionObserved(podsKey(key), pod.UID)
+	} else {
+		c.expect.CreationObserved(podsKey(key))
+	}
+	c.enqueuePodChange(key)
+}
+
+func (c *Controller) updatePod(old, cur any) {
+	oldPod, pod := old.(*corev1.Pod), cur.(*corev1.Pod)
+	if oldPod.ResourceVersion == pod.ResourceVersion {
+		return // a resync
+	}
+	key, ok := c.ownerKey(pod)
+	if !ok {
+		return
+	}
+	if pod.DeletionTimestamp != nil && oldPod.DeletionTimestamp == nil {
+		// A graceful delete: count it now; the deletion itself is ignored by UID.
+		c.expect.DeletionObserved(podsKey(key), pod.UID)
+		c.queue.Add(key)
+		return
+	}
+	c.enqueuePodChange(key)
+}
+
+func (c *Controller) deletePod(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	key, ok := c.ownerKey(pod)
+	if !ok {
+		return
+	}
+	c.expect.DeletionObserved(podsKey(key), pod.UID)
+	c.queue.Add(key)
+}
+
+// enqueuePodChange syncs the job after a pod change; with BatchedPodStatusUpdates the syncs
+// of changes within podBatchPeriod are one, and so is their status write.
+func (c *Controller) enqueuePodChange(key string) {
+	if features.Enabled(features.BatchedPodStatusUpdates) {
+		c.queue.AddAfter(key, podBatchPeriod)
+		return
+	}
+	c.queue.Add(key)
+}
+
+func (c *Controller) addService(obj any) {
+	svc := obj.(*corev1.Service)
+	if key, ok := c.ownerKey(svc); ok {
+		c.expect.CreationObserved(servicesKey(key))
+		c.enqueuePodChange(key)
+	}
+}
+
+func (c *Controller) deleteService(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return
+	}
+	if key, ok := c.ownerKey(svc); ok {
+		c.expect.DeletionObserved(servicesKey(key), svc.UID)
+		c.queue.Add(key)
+	}
+}
+
+func mustKey(obj any) string {
+	key, _ := cache.MetaNamespaceKeyFunc(obj)
+	return key
+}

@@ -1,0 +1,99 @@
+// Package engine is the job engine every kind shares. A kind's adapter describes a job as a
+// Plan (replica groups, their pod templates and restart policies, the services and the rule
+// that ends the job); the engine compares the plan with the pods and services that exist and
+// decides what to create, delete, restart and report. It knows nothing of MPI or TensorFlow.
+package engine
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+// Job is a job of any kind.
+type Job interface {
+	metav1.Object
+	runtime.Object
+	// JobStatus is the status every kind shares.
+	JobStatus() *batch.JobStatus
+}
+
+// Adapter is what the engine needs to know of one kind.
+type Adapter interface {
+	// GroupVersionKind of the kind's jobs.
+	GroupVersionKind() schema.GroupVersionKind
+	// Informer watches the kind's jobs.
+	Informer() cache.SharedIndexInformer
+	// Get reads a job from the informer cache.
+	Get(namespace, name string) (Job, error)
+	// Plan describes a job. An error means the job cannot run as written: it fails with the
+	// error's message and nothing is created.
+	Plan(job Job) (*Plan, error)
+	// UpdateStatus writes the job's status subresource and returns the job as written.
+	UpdateStatus(ctx context.Context, job Job) (Job, error)
+}
+
+// Plan is a job as the engine runs it.
+type Plan struct {
+	// Groups are the replica types, in the order status reports them.
+	Groups []Group
+	// ServicePorts, when set, give every replica a headless Service named like its pod.
+	ServicePorts []corev1.ServicePort
+	// Debug runs every replica's debug command; the job never ends on its own.
+	Debug bool
+	// Paused deletes every replica and service until it is unset.
+	Paused bool
+	// Scheduler, when set, places the pods with T9k Scheduler.
+	Scheduler *batch.T9kScheduler
+	// CleanUp says which replicas are deleted once the job has ended; CleanUpTypes limits it
+	// to some replica types (nil: all).
+	CleanUp      batch.CleanUpPolicy
+	CleanUpTypes []string
+	// BackoffLimit bounds the restarts of all replicas together (nil: no bound).
+	BackoffLimit *int32
+	// Outcome tells from the replicas whether the job has ended; nil means not yet.
+	Outcome func(Replicas) *Outcome
+}
+
+// Group is one replica type.
+type Group struct {
+	Type     string
+	Replicas int32
+	// Restart says when a replica is restarted; Limit bounds one replica's restarts (nil: no
+	// bound).
+	Restart batch.RestartPolicy
+	Limit   *int32
+	// Template returns the pod template of the replica of a rank. The engine names the pod,
+	// labels it, owns it, and applies the run mode and scheduler.
+	Template func(rank int32) corev1.PodTemplateSpec
+	// MainContainer names the container that debug and resume settings change ("": the first).
+	MainContainer string
+	// Debug is the group's debug setting, used when the plan is in debug mode.
+	Debug *batch.ReplicaDebugSet
+	// Resume is the group's resume setting, used once the job has been paused and resumed.
+	Resume *batch.ResumeSpec
+}
+
+// Replica is what an Outcome sees of one replica.
+type Replica struct {
+	Phase    batch.ReplicaPhase
+	ExitCode int32
+	// Final: the replica has ended for good (succeeded, or failed with no restart left).
+	Final bool
+}
+
+// Replicas are a job's replicas, by type and rank.
+type Replicas map[string][]Replica
+
+// Outcome is how a job ended.
+type Outcome struct {
+	Succeeded bool
+	// Reason is one word; Message says why, e.g. which rule fired.
+	Reason, Message string
+}

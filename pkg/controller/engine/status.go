@@ -1,0 +1,247 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+// Condition messages the docs show.
+const (
+	msgInitialized = "The job has been initialized successfully."
+	msgRunning     = "All pods are running normally."
+	msgSucceeded   = "The job has finished successfully."
+)
+
+// setPhaseAndConditions fills in phase and conditions. Every condition type is reported once;
+// a condition's lastTransitionTime moves only when its status flips.
+func setPhaseAndConditions(s, old *batch.JobStatus, job Job, plan *Plan, outcome *Outcome, paused, resumed bool, failed []string, pods []*corev1.Pod, now time.Time) {
+	s.Conditions = append([]batch.JobCondition(nil), old.Conditions...)
+	set := func(t batch.JobConditionType, status bool, reason, message string) {
+		setCondition(&s.Conditions, t, status, reason, message, now)
+	}
+	created, total, running := counts(s.Tasks)
+	initialized := hasTrue(old, batch.JobInitialized) || (total > 0 && created == total)
+	if initialized {
+		set(batch.JobInitialized, true, "-", msgInitialized)
+	} else {
+		set(batch.JobInitialized, false, "Creating", fmt.Sprintf("%d of %d replicas created.", created, total))
+	}
+
+	if outcome != nil {
+		endWith(set, outcome)
+	}
+	if len(failed) > 0 {
+		set(batch.JobReplicaFailure, true, "ReplicaFailed", "Failed replicas: "+strings.Join(failed, ", ")+".")
+	} else {
+		set(batch.JobReplicaFailure, false, "-", msgRunning)
+	}
+
+	// An ending, decided now or in an earlier sync, is final: its conditions stay as they are.
+	switch {
+	case Finished(s):
+		s.Phase = batch.JobFailed
+		if hasTrue(s, batch.JobCompleted) {
+			s.Phase = batch.JobSucceeded
+		}
+		if !hasCondition(s, batch.JobConditionPaused) {
+			set(batch.JobConditionPaused, false, "-", "The job is not paused.")
+		}
+	case paused:
+		s.Phase = batch.JobPaused
+		left := len(live(pods))
+		set(batch.JobConditionRunning, false, "Paused", "The job is paused.")
+		if left == 0 {
+			set(batch.JobConditionPaused, true, "Paused", "The job is paused: all replicas are deleted.")
+		} else {
+			set(batch.JobConditionPaused, true, "Pausing", fmt.Sprintf("The job is paused: %d replicas are being deleted.", left))
+		}
+		set(batch.JobCompleted, false, "-", "The job has not finished.")
+		set(batch.JobConditionFailed, false, "-", "The job has not failed.")
+	default:
+		resuming := old.Phase == batch.JobPaused || old.Phase == batch.JobResuming
+		switch {
+		case running == total && total > 0:
+			s.Phase = batch.JobRunning
+		case resuming:
+			s.Phase = batch.JobResuming
+		case old.Phase == batch.JobRunning:
+			s.Phase = batch.JobRunning // a replica restarting does not take a running job back
+		default:
+			s.Phase = batch.JobPending
+		}
+		if s.Phase == batch.JobRunning {
+			msg := msgRunning
+			if plan.Debug {
+				msg = "The job is running in debug mode: replicas run their debug command."
+			}
+			set(batch.JobConditionRunning, true, "-", msg)
+		} else {
+			set(batch.JobConditionRunning, false, string(s.Phase), fmt.Sprintf("%d of %d replicas are running.", running, total))
+		}
+		set(batch.JobCompleted, false, "-", "The job has not finished.")
+		set(batch.JobConditionFailed, false, "-", "The job has not failed.")
+		if resumed {
+			set(batch.JobConditionPaused, false, "Resumed", "The job has been resumed.")
+		} else {
+			set(batch.JobConditionPaused, false, "-", "The job is not paused.")
+		}
+	}
+	sortConditions(s.Conditions)
+}
+
+// endWith sets the conditions of an ended job as the docs show them: on failure Completed is
+// False with the failure's reason and message; on success Running and Failed are False with
+// the success's.
+func endWith(set func(batch.JobConditionType, bool, string, string), o *Outcome) {
+	reason := o.Reason
+	if o.Succeeded {
+		if reason == "" {
+			reason = "Succeeded"
+		}
+		set(batch.JobCompleted, true, reason, o.Message)
+		set(batch.JobConditionFailed, false, reason, o.Message)
+		set(batch.JobConditionRunning, false, reason, o.Message)
+		return
+	}
+	if reason == "" {
+		reason = "Failed"
+	}
+	set(batch.JobConditionFailed, true, reason, o.Message)
+	set(batch.JobCompleted, false, reason, o.Message)
+	set(batch.JobConditionRunning, false, reason, o.Message)
+}
+
+// FailedStatus is the status of a job that cannot run as written: it fails at once, with
+// the reason and message given, and nothing is created.
+func FailedStatus(job Job, reason, message string, now time.Time) *batch.JobStatus {
+	old := job.JobStatus()
+	s := &batch.JobStatus{ObservedGeneration: job.GetGeneration(), Phase: batch.JobFailed, Tasks: old.Tasks, Aggregate: old.Aggregate}
+	s.Conditions = append([]batch.JobCondition(nil), old.Conditions...)
+	set := func(t batch.JobConditionType, status bool, r, m string) {
+		setCondition(&s.Conditions, t, status, r, m, now)
+	}
+	if !hasCondition(old, batch.JobInitialized) {
+		set(batch.JobInitialized, false, reason, message)
+	}
+	endWith(set, &Outcome{Reason: reason, Message: message})
+	if !hasCondition(old, batch.JobReplicaFailure) {
+		set(batch.JobReplicaFailure, false, "-", "No replica has failed.")
+	}
+	if !hasCondition(old, batch.JobConditionPaused) {
+		set(batch.JobConditionPaused, false, "-", "The job is not paused.")
+	}
+	sortConditions(s.Conditions)
+	return s
+}
+
+func counts(tasks []batch.TaskStatus) (created, total, running int) {
+	for _, t := range tasks {
+		for _, r := range t.Replicas {
+			total++
+			if r.UID != "" {
+				created++
+			}
+			if r.Phase == batch.ReplicaRunning || r.Phase == batch.ReplicaSucceeded {
+				running++
+			}
+		}
+	}
+	return created, total, running
+}
+
+func aggregate(tasks []batch.TaskStatus) batch.Aggregate {
+	var a batch.Aggregate
+	for _, t := range tasks {
+		for _, r := range t.Replicas {
+			switch r.Phase {
+			case batch.ReplicaCreating:
+				a.Creating++
+			case batch.ReplicaPending:
+				a.Pending++
+			case batch.ReplicaRunning:
+				a.Running++
+			case batch.ReplicaSucceeded:
+				a.Succeeded++
+			case batch.ReplicaFailed:
+				a.Failed++
+			case batch.ReplicaUnknown:
+				a.Unknown++
+			case batch.ReplicaDeleted:
+				a.Deleted++
+			}
+		}
+	}
+	return a
+}
+
+func setCondition(conds *[]batch.JobCondition, t batch.JobConditionType, status bool, reason, message string, now time.Time) {
+	s := corev1.ConditionFalse
+	if status {
+		s = corev1.ConditionTrue
+	}
+	for i := range *conds {
+		c := &(*conds)[i]
+		if c.Type != t {
+			continue
+		}
+		if c.Status != s {
+			c.Status, c.LastTransitionTime = s, metav1.NewTime(now)
+		}
+		c.Reason, c.Message = reason, message
+		return
+	}
+	*conds = append(*conds, batch.JobCondition{Type: t, Status: s, LastTransitionTime: metav1.NewTime(now), Reason: reason, Message: message})
+}
+
+var conditionOrder = map[batch.JobConditionType]int{
+	batch.JobInitialized: 0, batch.JobConditionRunning: 1, batch.JobReplicaFailure: 2,
+	batch.JobCompleted: 3, batch.JobConditionFailed: 4, batch.JobConditionPaused: 5,
+}
+
+func sortConditions(conds []batch.JobCondition) {
+	for i := 1; i < len(conds); i++ {
+		for j := i; j > 0 && conditionOrder[conds[j].Type] < conditionOrder[conds[j-1].Type]; j-- {
+			conds[j], conds[j-1] = conds[j-1], conds[j]
+		}
+	}
+}
+
+func hasCondition(s *batch.JobStatus, t batch.JobConditionType) bool {
+	for _, c := range s.Conditions {
+		if c.Type == t {
+			return true
+		}
+	}
+	return false
+}
+
+func hasTrue(s *batch.JobStatus, t batch.JobConditionType) bool {
+	for _, c := range s.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// wasPaused reports whether a job is paused or has been paused and resumed: resume settings
+// apply from then on.
+func wasPaused(s *batch.JobStatus) bool {
+	for _, c := range s.Conditions {
+		if c.Type == batch.JobConditionPaused {
+			return c.Status == corev1.ConditionTrue || c.Reason == "Resumed"
+		}
+	}
+	return false
+}
+
+// Finished reports whether a job has ended (Completed or Failed).
+func Finished(s *batch.JobStatus) bool {
+	return hasTrue(s, batch.JobCompleted) || hasTrue(s, batch.JobConditionFailed)
+}

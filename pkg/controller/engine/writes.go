@@ -1,0 +1,160 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
+)
+
+// Writes go out in batches of growing size (slow start, as the Kubernetes Job controller
+// does): a job whose pods all fail to create (a quota, a bad template) costs a few failed
+// requests, not hundreds. The first failure ends the sync and it is retried with backoff.
+const (
+	initialBatch = 8
+	maxBatch     = 64
+)
+
+// inBatches runs write(i) for i in [0, n) in batches of growing size, and returns how many
+// were attempted and the first error.
+func inBatches(n int, write func(i int) error) (int, error) {
+	done := 0
+	for size := min(initialBatch, n); done < n; size = min(2*size, maxBatch, n-done) {
+		size = min(size, n-done)
+		errs := make([]error, size)
+		var wg sync.WaitGroup
+		for j := range size {
+			wg.Go(func() { errs[j] = write(done + j) })
+		}
+		wg.Wait()
+		done += size
+		if err := errors.Join(errs...); err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// createAll creates the decision's pods and services, expecting them first so that a sync on
+// a cache that does not show them yet does not create them again.
+func (c *Controller) createAll(ctx context.Context, key string, job Job, d *Decision) error {
+	if err := create(ctx, c, key, job, servicesKey(key), "services", d.CreateServices, func(s *corev1.Service) error {
+		_, err := c.kube.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return err
+	}
+	return create(ctx, c, key, job, podsKey(key), "pods", d.CreatePods, func(p *corev1.Pod) error {
+		_, err := c.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		return err
+	})
+}
+
+func create[T metav1.Object](ctx context.Context, c *Controller, key string, job Job, expectKey, resource string, objs []T, send func(T) error) error {
+	if len(objs) == 0 {
+		return nil
+	}
+	c.expect.ExpectCreations(expectKey, len(objs))
+	var mu sync.Mutex
+	var created []string
+	attempted, err := inBatches(len(objs), func(i int) error {
+		err := send(objs[i])
+		switch {
+		case err == nil:
+			mu.Lock()
+			created = append(created, objs[i].GetName())
+			mu.Unlock()
+			return nil
+		case apierrors.IsAlreadyExists(err):
+			// A stale cache: it exists, and its add event will come; do not expect it twice.
+			c.expect.CreationObserved(expectKey)
+			return nil
+		default:
+			c.expect.CreationObserved(expectKey)
+			return fmt.Errorf("creating %s %s: %w", resource, objs[i].GetName(), err)
+		}
+	})
+	for range len(objs) - attempted {
+		c.expect.CreationObserved(expectKey) // never sent
+	}
+	if len(created) > 0 {
+		metrics.ChildrenCreated.WithLabelValues(c.kind, resource).Add(float64(len(created)))
+		c.recorder.Eventf(job, corev1.EventTypeNormal, "Created", "Created %s: %s", resource, summarize(created))
+	}
+	if err != nil {
+		c.recorder.Eventf(job, corev1.EventTypeWarning, "CreateFailed", "%v", err)
+	}
+	return err
+}
+
+// deleteAll deletes the decision's pods and services, expecting each deletion by UID.
+func (c *Controller) deleteAll(ctx context.Context, key string, job Job, d *Decision) error {
+	if err := remove(ctx, c, job, podsKey(key), "pods", d.DeletePods, func(p *corev1.Pod) error {
+		return c.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, deleteExactly(p.UID))
+	}); err != nil {
+		return err
+	}
+	return remove(ctx, c, job, servicesKey(key), "services", d.DeleteServices, func(s *corev1.Service) error {
+		return c.kube.CoreV1().Services(s.Namespace).Delete(ctx, s.Name, deleteExactly(s.UID))
+	})
+}
+
+// deleteExactly deletes the object with this UID only, never a newer one of the same name.
+func deleteExactly(uid types.UID) metav1.DeleteOptions {
+	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+}
+
+func remove[T metav1.Object](ctx context.Context, c *Controller, job Job, expectKey, resource string, objs []T, send func(T) error) error {
+	if len(objs) == 0 {
+		return nil
+	}
+	uids := make([]types.UID, len(objs))
+	for i, o := range objs {
+		uids[i] = o.GetUID()
+	}
+	c.expect.ExpectDeletions(expectKey, uids...)
+	var mu sync.Mutex
+	var deleted []string
+	attempted, err := inBatches(len(objs), func(i int) error {
+		err := send(objs[i])
+		switch {
+		case err == nil:
+			mu.Lock()
+			deleted = append(deleted, objs[i].GetName())
+			mu.Unlock()
+			return nil
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			// Gone already (or replaced): its delete event may never come.
+			c.expect.DeletionObserved(expectKey, uids[i])
+			return nil
+		default:
+			c.expect.DeletionObserved(expectKey, uids[i])
+			return fmt.Errorf("deleting %s %s: %w", resource, objs[i].GetName(), err)
+		}
+	})
+	for _, uid := range uids[attempted:] {
+		c.expect.DeletionObserved(expectKey, uid)
+	}
+	if len(deleted) > 0 {
+		metrics.ChildrenDeleted.WithLabelValues(c.kind, resource).Add(float64(len(deleted)))
+		c.recorder.Eventf(job, corev1.EventTypeNormal, "Deleted", "Deleted %s: %s", resource, summarize(deleted))
+	}
+	return err
+}
+
+// summarize lists names for an event, the first few of a long list.
+func summarize(names []string) string {
+	const most = 5
+	if len(names) <= most {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
+}

@@ -1,0 +1,171 @@
+// Package genericjob is the GenericJob adapter of the job engine: replica groups straight from
+// spec.replicaSpecs, $(...) variables, and success and failure rules.
+package genericjob
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/cache"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
+	informers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions/batch/v1beta1"
+	listers "github.com/t9k-jobs/t9k-jobs/pkg/client/listers/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
+)
+
+// Adapter describes GenericJobs to the engine.
+type Adapter struct {
+	client   versioned.Interface
+	informer cache.SharedIndexInformer
+	lister   listers.GenericJobLister
+}
+
+// New returns the GenericJob adapter.
+func New(client versioned.Interface, informer informers.GenericJobInformer) *Adapter {
+	return &Adapter{client: client, informer: informer.Informer(), lister: informer.Lister()}
+}
+
+var _ engine.Adapter = &Adapter{}
+
+// GroupVersionKind is GenericJob's.
+func (a *Adapter) GroupVersionKind() schema.GroupVersionKind {
+	return batch.SchemeGroupVersion.WithKind("GenericJob")
+}
+
+// Informer watches GenericJobs.
+func (a *Adapter) Informer() cache.SharedIndexInformer { return a.informer }
+
+// Get reads a GenericJob from the cache.
+func (a *Adapter) Get(namespace, name string) (engine.Job, error) {
+	return a.lister.GenericJobs(namespace).Get(name)
+}
+
+// UpdateStatus writes a GenericJob's status.
+func (a *Adapter) UpdateStatus(ctx context.Context, job engine.Job) (engine.Job, error) {
+	return a.client.BatchV1beta1().GenericJobs(job.GetNamespace()).UpdateStatus(ctx, job.(*batch.GenericJob), metav1.UpdateOptions{})
+}
+
+// Plan describes a GenericJob: one group per replica spec. Every template's variables are
+// resolved here once, so a job with a variable that cannot be resolved fails before anything
+// is created.
+func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {
+	job := obj.(*batch.GenericJob).DeepCopy()
+	job.Default()
+	spec := &job.Spec
+	vars := newVariables(job)
+	plan := &engine.Plan{CleanUp: spec.CleanUpPolicy}
+	for i := range spec.ReplicaSpecs {
+		r := &spec.ReplicaSpecs[i]
+		field := fmt.Sprintf("spec.replicaSpecs[%d].template", i)
+		if _, err := vars.resolveTemplate(&r.Template, field, r.Type, 0); err != nil {
+			return nil, err
+		}
+		g := engine.Group{
+			Type:     r.Type,
+			Replicas: *r.Replicas,
+			Restart:  r.RestartPolicy.Policy,
+			Limit:    r.RestartPolicy.Limit,
+			Template: func(rank int32) corev1.PodTemplateSpec {
+				t, _ := vars.resolveTemplate(&r.Template, field, r.Type, rank) // checked above
+				return t
+			},
+		}
+		if m := spec.RunMode; m != nil {
+			g.Debug = m.Debug.For(r.Type)
+			g.Resume = m.Pause.For(r.Type)
+		}
+		plan.Groups = append(plan.Groups, g)
+	}
+	if spec.Service != nil {
+		plan.ServicePorts = servicePorts(spec.Service)
+	}
+	if m := spec.RunMode; m != nil {
+		plan.Debug = m.Debug != nil && m.Debug.Enabled
+		plan.Paused = m.Pause != nil && m.Pause.Enabled
+	}
+	if spec.Scheduler != nil {
+		plan.Scheduler = spec.Scheduler.T9kScheduler
+	}
+	plan.Outcome = outcome(spec.SuccessRules, spec.FailureRules, job.Name)
+	return plan, nil
+}
+
+// outcome applies the success and failure rules: failure rules first, a rule holding when all
+// its replicas failed with no restart left; then success rules, a rule holding when all its
+// replicas succeeded. Without failure rules any replica that failed for good fails the job;
+// without success rules the job succeeds once every replica has.
+func outcome(successRules, failureRules []batch.ReplicaRule, jobName string) func(engine.Replicas) *engine.Outcome {
+	holds := func(rule batch.ReplicaRule, replicas engine.Replicas, phase batch.ReplicaPhase) bool {
+		for t, ranks := range rule {
+			for _, rank := range ranks {
+				rs := replicas[t]
+				if int(rank) >= len(rs) || !rs[rank].Final || rs[rank].Phase != phase {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	return func(replicas engine.Replicas) *engine.Outcome {
+		for _, rule := range failureRules {
+			if holds(rule, replicas, batch.ReplicaFailed) {
+				return &engine.Outcome{Message: "The job is failed with rule: " + formatRule(rule)}
+			}
+		}
+		if len(failureRules) == 0 {
+			for t, rs := range replicas {
+				for rank, r := range rs {
+					if r.Final && r.Phase == batch.ReplicaFailed {
+						return &engine.Outcome{Message: fmt.Sprintf("The job is failed: replica %s failed%s and has no restart left.",
+							engine.ChildName(jobName, t, int32(rank)), exitText(r.ExitCode))}
+					}
+				}
+			}
+		}
+		for _, rule := range successRules {
+			if holds(rule, replicas, batch.ReplicaSucceeded) {
+				return &engine.Outcome{Succeeded: true, Message: "The job has finished successfully with rule: " + formatRule(rule)}
+			}
+		}
+		if len(successRules) == 0 {
+			for _, rs := range replicas {
+				for _, r := range rs {
+					if !r.Final || r.Phase != batch.ReplicaSucceeded {
+						return nil
+					}
+				}
+			}
+			return &engine.Outcome{Succeeded: true, Message: "The job has finished successfully: every replica has succeeded."}
+		}
+		return nil
+	}
+}
+
+func formatRule(rule batch.ReplicaRule) string {
+	m := make(map[string][]int32, len(rule))
+	for t, ranks := range rule {
+		m[t] = ranks
+	}
+	return engine.FormatReplicaRule(m)
+}
+
+func exitText(code int32) string {
+	if code == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" with exit code %d", code)
+}
+
+func servicePorts(s *batch.ServiceOption) []corev1.ServicePort {
+	ports := make([]corev1.ServicePort, 0, len(s.Ports))
+	for _, p := range s.Ports {
+		ports = append(ports, corev1.ServicePort{Name: p.Name, Port: p.Port, Protocol: p.Protocol, TargetPort: intstr.FromInt32(p.Port)})
+	}
+	return ports
+}

@@ -1,0 +1,211 @@
+// Package metrics defines the controller's Prometheus metrics, and plugs client-go's workqueue
+// and REST client metrics into the same registry.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	clientmetrics "k8s.io/client-go/tools/metrics"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Registry holds every metric the controller serves on /metrics.
+var Registry = prometheus.NewRegistry()
+
+var (
+	// PhaseTransitions counts job phase changes, once per change the controller writes.
+	PhaseTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "t9k_job_phase_transitions_total",
+		Help: "Job phase transitions written by the controller, by kind and the phases left and entered.",
+	}, []string{"kind", "from", "to"})
+
+	// SyncDuration times each sync of a job.
+	SyncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "t9k_job_sync_duration_seconds",
+		Help:    "Time to sync one job, by kind and result (success, error).",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	}, []string{"kind", "result"})
+
+	// ChildrenCreated and ChildrenDeleted count the pods and services the controller wrote.
+	ChildrenCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "t9k_job_children_created_total",
+		Help: "Child objects created, by kind of job and resource (pods, services).",
+	}, []string{"kind", "resource"})
+	ChildrenDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "t9k_job_children_deleted_total",
+		Help: "Child objects deleted, by kind of job and resource (pods, services).",
+	}, []string{"kind", "resource"})
+
+	// Restarts counts replica restarts.
+	Restarts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "t9k_job_replica_restarts_total",
+		Help: "Replica restarts carried out by the controller, by kind of job.",
+	}, []string{"kind"})
+
+	// APIRequests counts the controller's requests to the API server by verb, resource and
+	// status code; it tells how many writes a job costs.
+	APIRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "t9k_api_requests_total",
+		Help: "Requests of the controller to the API server, by verb, resource (with subresource) and status code.",
+	}, []string{"verb", "resource", "code"})
+)
+
+func init() {
+	Registry.MustRegister(PhaseTransitions, SyncDuration, ChildrenCreated, ChildrenDeleted, Restarts, APIRequests,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerWorkqueueMetrics()
+	registerRESTClientMetrics()
+}
+
+// CountRequests wraps a client's transport so that APIRequests counts its requests.
+func CountRequests(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		code := "error"
+		if err == nil {
+			code = strconv.Itoa(resp.StatusCode)
+		}
+		verb, resource := describe(req)
+		APIRequests.WithLabelValues(verb, resource, code).Inc()
+		return resp, err
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// describe names a request's verb and resource from its method and path:
+// /api/v1/namespaces/ns/pods/name/status is ("update", "pods/status").
+func describe(req *http.Request) (verb, resource string) {
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	// Drop the group-version prefix: api/v1 or apis/<group>/<version>.
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return strings.ToLower(req.Method), "other"
+	}
+	if len(parts) >= 2 && parts[0] == "namespaces" && len(parts) > 2 {
+		parts = parts[2:]
+	}
+	named := len(parts) >= 2
+	if len(parts) == 0 {
+		return strings.ToLower(req.Method), "other"
+	}
+	resource = parts[0]
+	if len(parts) >= 3 {
+		resource += "/" + parts[2]
+	}
+	switch req.Method {
+	case http.MethodGet:
+		verb = "get"
+		if !named {
+			verb = "list"
+		}
+		if req.URL.Query().Get("watch") == "true" {
+			verb = "watch"
+		}
+	case http.MethodPost:
+		verb = "create"
+	case http.MethodPut:
+		verb = "update"
+	case http.MethodPatch:
+		verb = "patch"
+	case http.MethodDelete:
+		verb = "delete"
+	default:
+		verb = strings.ToLower(req.Method)
+	}
+	return verb, resource
+}
+
+// client-go workqueue metrics, under the names client-go's own provider uses.
+type workqueueProvider struct {
+	depth, unfinished, longestRun *prometheus.GaugeVec
+	latency, workDuration         *prometheus.HistogramVec
+	addsCounter, retriesCounter   *prometheus.CounterVec
+}
+
+func registerWorkqueueMetrics() {
+	p := &workqueueProvider{
+		depth:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_depth", Help: "Current depth of the workqueue."}, []string{"name"}),
+		addsCounter: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workqueue_adds_total", Help: "Adds handled by the workqueue."}, []string{"name"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "workqueue_queue_duration_seconds", Help: "Time an item waits in the workqueue.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 10, 10)}, []string{"name"}),
+		workDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "workqueue_work_duration_seconds", Help: "Time processing an item takes.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 10, 10)}, []string{"name"}),
+		unfinished:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_unfinished_work_seconds", Help: "Seconds of work in progress not yet observed by work_duration."}, []string{"name"}),
+		longestRun:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_longest_running_processor_seconds", Help: "Seconds the longest running processor has been running."}, []string{"name"}),
+		retriesCounter: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workqueue_retries_total", Help: "Retries handled by the workqueue."}, []string{"name"}),
+	}
+	Registry.MustRegister(p.depth, p.addsCounter, p.latency, p.workDuration, p.unfinished, p.longestRun, p.retriesCounter)
+	workqueue.SetProvider(p)
+}
+
+func (p *workqueueProvider) NewDepthMetric(name string) workqueue.GaugeMetric {
+	return p.depth.WithLabelValues(name)
+}
+func (p *workqueueProvider) NewAddsMetric(name string) workqueue.CounterMetric {
+	return p.addsCounter.WithLabelValues(name)
+}
+func (p *workqueueProvider) NewLatencyMetric(name string) workqueue.HistogramMetric {
+	return p.latency.WithLabelValues(name)
+}
+func (p *workqueueProvider) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
+	return p.workDuration.WithLabelValues(name)
+}
+func (p *workqueueProvider) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return p.unfinished.WithLabelValues(name)
+}
+func (p *workqueueProvider) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return p.longestRun.WithLabelValues(name)
+}
+func (p *workqueueProvider) NewRetriesMetric(name string) workqueue.CounterMetric {
+	return p.retriesCounter.WithLabelValues(name)
+}
+
+// client-go REST client metrics: request latency and results.
+var (
+	restLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "rest_client_request_duration_seconds", Help: "Request latency of the REST client, by verb and host.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+	}, []string{"verb", "host"})
+	restResults = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rest_client_requests_total", Help: "Requests of the REST client, by status code, method and host.",
+	}, []string{"code", "method", "host"})
+	restRateLimiterLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "rest_client_rate_limiter_duration_seconds", Help: "Time requests waited for the client-side rate limiter (QPS/burst), by verb and host.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+	}, []string{"verb", "host"})
+)
+
+type latencyAdapter struct{ m *prometheus.HistogramVec }
+
+func (a latencyAdapter) Observe(_ context.Context, verb string, u url.URL, latency time.Duration) {
+	a.m.WithLabelValues(verb, u.Host).Observe(latency.Seconds())
+}
+
+type resultAdapter struct{ m *prometheus.CounterVec }
+
+func (a resultAdapter) Increment(_ context.Context, code, method, host string) {
+	a.m.WithLabelValues(code, method, host).Inc()
+}
+
+func registerRESTClientMetrics() {
+	Registry.MustRegister(restLatency, restResults, restRateLimiterLatency)
+	clientmetrics.Register(clientmetrics.RegisterOpts{
+		RequestLatency:     latencyAdapter{restLatency},
+		RateLimiterLatency: latencyAdapter{restRateLimiterLatency},
+		RequestResult:      resultAdapter{restResults},
+	})
+}

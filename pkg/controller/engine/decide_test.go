@@ -1,0 +1,546 @@
+package engine
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func testJob(status batch.JobStatus) *batch.GenericJob {
+	job := &batch.GenericJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: batch.SchemeGroupVersion.String(), Kind: "GenericJob"},
+		ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns", UID: "job-uid", Generation: 1},
+		Status:     status,
+	}
+	return job
+}
+
+func template(command ...string) func(int32) corev1.PodTemplateSpec {
+	return func(int32) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "init", Image: "busybox"}},
+			Containers:     []corev1.Container{{Name: "main", Image: "busybox", Command: command, Args: []string{"--flag"}}},
+		}}
+	}
+}
+
+func workers(n int32, policy batch.RestartPolicy, limit *int32) Group {
+	return Group{Type: "worker", Replicas: n, Restart: policy, Limit: limit, Template: template("train")}
+}
+
+// allSucceed is the default outcome: success once every replica has succeeded, failure once
+// any has failed for good.
+func allSucceed(rs Replicas) *Outcome {
+	done := true
+	for _, list := range rs {
+		for _, r := range list {
+			if r.Final && r.Phase == batch.ReplicaFailed {
+				return &Outcome{Message: "failed"}
+			}
+			done = done && r.Final && r.Phase == batch.ReplicaSucceeded
+		}
+	}
+	if done {
+		return &Outcome{Succeeded: true, Message: "succeeded"}
+	}
+	return nil
+}
+
+func pod(name string, uid types.UID, phase corev1.PodPhase, exitCode int32) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: uid, Labels: map[string]string{batch.LabelReplicaType: "worker"}},
+		Status:     corev1.PodStatus{Phase: phase},
+	}
+	state := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	if phase == corev1.PodSucceeded || phase == corev1.PodFailed {
+		state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exitCode, FinishedAt: metav1.NewTime(now.Add(-time.Hour))}}
+	}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", State: state}}
+	return p
+}
+
+func replicaStatus(name string, uid types.UID, phase batch.ReplicaPhase, restarts int32) batch.ReplicaStatus {
+	return batch.ReplicaStatus{Name: name, UID: uid, Phase: phase, RestartCount: restarts}
+}
+
+func statusWith(phase batch.JobPhase, replicas ...batch.ReplicaStatus) batch.JobStatus {
+	s := batch.JobStatus{Phase: phase, Tasks: []batch.TaskStatus{{Type: "worker", Replicas: replicas}}}
+	for _, r := range replicas {
+		s.Tasks[0].RestartCount += r.RestartCount
+	}
+	if phase != "" {
+		s.Conditions = []batch.JobCondition{{Type: batch.JobInitialized, Status: corev1.ConditionTrue}}
+	}
+	return s
+}
+
+func names[T metav1.Object](objs []T) []string {
+	out := []string{}
+	for _, o := range objs {
+		out = append(out, o.GetName())
+	}
+	return out
+}
+
+func replicaOf(s *batch.JobStatus, name string) batch.ReplicaStatus {
+	for _, t := range s.Tasks {
+		for _, r := range t.Replicas {
+			if r.Name == name {
+				return r
+			}
+		}
+	}
+	return batch.ReplicaStatus{}
+}
+
+func condition(s *batch.JobStatus, t batch.JobConditionType) batch.JobCondition {
+	for _, c := range s.Conditions {
+		if c.Type == t {
+			return c
+		}
+	}
+	return batch.JobCondition{}
+}
+
+func TestDecide(t *testing.T) {
+	running := func(i int) *corev1.Pod {
+		return pod(fmt.Sprintf("job-worker-%d", i), types.UID(fmt.Sprintf("uid-%d", i)), corev1.PodRunning, 0)
+	}
+	cases := []struct {
+		name     string
+		plan     Plan
+		status   batch.JobStatus
+		pods     []*corev1.Pod
+		services []*corev1.Service
+		check    func(t *testing.T, d *Decision)
+	}{
+		{
+			name: "new job creates every replica",
+			plan: Plan{Groups: []Group{workers(3, batch.RestartNever, nil)}, Outcome: allSucceed},
+			check: func(t *testing.T, d *Decision) {
+				if got := names(d.CreatePods); !reflect.DeepEqual(got, []string{"job-worker-0", "job-worker-1", "job-worker-2"}) {
+					t.Errorf("created %v", got)
+				}
+				if d.Status.Phase != batch.JobPending || d.Status.Aggregate.Creating != 3 {
+					t.Errorf("phase %s, aggregate %+v", d.Status.Phase, d.Status.Aggregate)
+				}
+				if c := condition(d.Status, batch.JobInitialized); c.Status != corev1.ConditionFalse {
+					t.Errorf("Initialized = %+v before the pods exist", c)
+				}
+				if len(d.Status.Conditions) != 6 {
+					t.Errorf("want all six condition types, got %d", len(d.Status.Conditions))
+				}
+			},
+		},
+		{
+			name: "all replicas running",
+			plan: Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Outcome: allSucceed},
+			pods: []*corev1.Pod{running(0), running(1)},
+			check: func(t *testing.T, d *Decision) {
+				if len(d.CreatePods)+len(d.DeletePods) != 0 {
+					t.Errorf("writes on a running job: create %v delete %v", names(d.CreatePods), names(d.DeletePods))
+				}
+				if d.Status.Phase != batch.JobRunning || condition(d.Status, batch.JobConditionRunning).Status != corev1.ConditionTrue {
+					t.Errorf("phase %s, Running %+v", d.Status.Phase, condition(d.Status, batch.JobConditionRunning))
+				}
+				if c := condition(d.Status, batch.JobInitialized); c.Status != corev1.ConditionTrue || c.Message != msgInitialized {
+					t.Errorf("Initialized = %+v", c)
+				}
+				if r := replicaOf(d.Status, "job-worker-1"); r.UID != "uid-1" || r.Phase != batch.ReplicaRunning || len(r.Containers) != 1 || r.Containers[0].State != batch.ContainerRunning {
+					t.Errorf("replica status %+v", r)
+				}
+			},
+		},
+		{
+			name:   "failed replica with restarts left is restarted and counted",
+			plan:   Plan{Groups: []Group{workers(2, batch.RestartOnFailure, ptr.To[int32](2))}, Outcome: allSucceed},
+			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "uid-1", batch.ReplicaRunning, 1)),
+			pods:   []*corev1.Pod{running(0), pod("job-worker-1", "uid-1", corev1.PodFailed, 1)},
+			check: func(t *testing.T, d *Decision) {
+				if got := names(d.DeletePods); !reflect.DeepEqual(got, []string{"job-worker-1"}) {
+					t.Errorf("deleted %v, want the failed pod", got)
+				}
+				r := replicaOf(d.Status, "job-worker-1")
+				if r.RestartCount != 2 || r.Phase != batch.ReplicaDeleted || r.UID != "uid-1" {
+					t.Errorf("replica %+v: want restart 2 counted against uid-1, phase Deleted", r)
+				}
+				if d.Status.Tasks[0].RestartCount != 2 || !reflect.DeepEqual(d.Restarted, []string{"job-worker-1"}) {
+					t.Errorf("task restarts %d, restarted %v", d.Status.Tasks[0].RestartCount, d.Restarted)
+				}
+				if d.Outcome != nil || d.Status.Phase != batch.JobRunning {
+					t.Errorf("a restart ended the job: %+v, phase %s", d.Outcome, d.Status.Phase)
+				}
+			},
+		},
+		{
+			name:   "restart already counted is not counted again",
+			plan:   Plan{Groups: []Group{workers(1, batch.RestartOnFailure, ptr.To[int32](3))}, Outcome: allSucceed},
+			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaDeleted, 1)),
+			pods:   []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodFailed, 1)},
+			check: func(t *testing.T, d *Decision) {
+				if got := names(d.DeletePods); !reflect.DeepEqual(got, []string{"job-worker-0"}) {
+					t.Errorf("deleted %v, want the pod whose restart was counted", got)
+				}
+				if r := replicaOf(d.Status, "job-worker-0"); r.RestartCount != 1 || len(d.Restarted) != 0 {
+					t.Errorf("restart counted twice: %+v, restarted %v", r, d.Restarted)
+				}
+			},
+		},
+		{
+			name:   "pod of a counted restart gone: recreated without counting",
+			plan:   Plan{Groups: []Group{workers(1, batch.RestartOnFailure, ptr.To[int32](3))}, Outcome: allSucceed},
+			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaDeleted, 1)),
+			check: func(t *testing.T, d *Decision) {
+				if got := names(d.CreatePods); !reflect.DeepEqual(got, []string{"job-worker-0"}) {
+					t.Errorf("created %v", got)
+				}
+				if r := replicaOf(d.Status, "job-worker-0"); r.RestartCount != 1 || r.Phase != batch.ReplicaCreating {
+					t.Errorf("replica %+v", r)
+				}
+			},
+		},
+		{
+			name:   "failed replica at its limit fails the job; clean-up deletes unfinished pods",
+			plan:   Plan{Groups: []Group{workers(2, batch.RestartOnFailure, ptr.To[int32](1))}, CleanUp: batch.CleanUpUnfinished, Outcome: allSucceed},
+			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "uid-1", batch.ReplicaRunning, 1)),
+			pods:   []*corev1.Pod{running(0), pod("job-worker-1", "uid-1", corev1.PodFailed, 1)},
+			check: func(t *testing.T, d *Decision) {
+				if d.Outcome == nil || d.Outcome.Succeeded || d.Status.Phase != batch.JobFailed {
+					t.Fatalf("outcome %+v, phase %s: want failed", d.Outcome, d.Status.Phase)
+				}
+				if got := names(d.DeletePods); !reflect.DeepEqual(got, []string{"job-worker-0"}) {
+					t.Errorf("clean-up deleted %v, want only the running pod", got)
+				}
+				if c := condition(d.Status, batch.JobConditionFailed); c.Status != corev1.ConditionTrue || c.Message != "failed" {
+					t.Errorf("Failed = %+v", c)
+				}
+				if c := condition(d.Status, batch.JobCompleted); c.Status != corev1.ConditionFalse || c.Reason != "Failed" || c.Message != "failed" {
+					t.Errorf("Completed = %+v: want False with the failure's reason and message", c)
+				}
+				if c := condition(d.Status, batch.JobReplicaFailure); c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "job-worker-1 (exit code 1)") {
+					t.Errorf("ReplicaFailure = %+v", c)
+				}
+			},
+		},
+		{
+			name:   "ExitCode restarts a retryable exit code",
+			plan:   Plan{Groups: []Group{workers(1, batch.RestartExitCode, nil)}, Outcome: allSucceed},
+			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 0)),
+			pods:   []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodFailed, 137)},
+			check: func(t *testing.T, d *Decision) {
+				if len(d.Restarted) != 1 || d.Outcome != nil {
+					t.Errorf("restarted %v, outcome %+v: want a restart after exit code 137", d.Restarted, d.Outcome)
+				}
+			},
+		},
+		{
+			name:   "ExitCode does not restart a code error",
+			plan:   Plan{Groups: []Group{workers(1, batch.RestartExitCode, nil)}, Outcome: allSucceed},
+			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 0)),
+			pods:   []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodFailed, 1)},
+			check: func(t *testing.T, d *Decision) {
+				if len(d.Restarted) != 0 || d.Outcome == nil || d.Outcome.Succeeded {
+					t.Errorf("restarted %v, outcome %+v: want the job failed after exit code 1", d.Restarted, d.Outcome)
+				}
+			},
+		},
+		{
+			name:   "Always restarts a succeeded replica",
+			plan:   Plan{Groups: []Group{workers(1, batch.RestartAlways, ptr.To[int32](5))}, Outcome: allSucceed},
+			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 0)),
+			pods:   []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodSucceeded, 0)},
+			check: func(t *testing.T, d *Decision) {
+				if len(d.Restarted) != 1 || d.Outcome != nil {
+					t.Errorf("restarted %v, outcome %+v", d.Restarted, d.Outcome)
+				}
+			},
+		},
+		{
+			name:   "Never leaves a failed replica failed",
+			plan:   Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Outcome: allSucceed},
+			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 0)),
+			pods:   []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodFailed, 2)},
+			check: func(t *testing.T, d *Decision) {
+				if len(d.Restarted) != 0 || d.Outcome == nil {
+					t.Errorf("restarted %v, outcome %+v", d.Restarted, d.Outcome)
+				}
+			},
+		},
+		{
+			name:   "backoff limit counts restarts of all replicas",
+			plan:   Plan{Groups: []Group{workers(2, batch.RestartOnFailure, nil)}, BackoffLimit: ptr.To[int32](3), Outcome: allSucceed},
+			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 2), replicaStatus("job-worker-1", "uid-1", batch.ReplicaRunning, 1)),
+			pods:   []*corev1.Pod{running(0), pod("job-worker-1", "uid-1", corev1.PodFailed, 1)},
+			check: func(t *testing.T, d *Decision) {
+				if len(d.Restarted) != 0 || d.Outcome == nil || d.Outcome.Succeeded {
+					t.Errorf("restarted %v, outcome %+v: 3 restarts used, none left", d.Restarted, d.Outcome)
+				}
+			},
+		},
+		{
+			name:   "second restart waits for its backoff",
+			plan:   Plan{Groups: []Group{workers(1, batch.RestartOnFailure, nil)}, Outcome: allSucceed},
+			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 3)),
+			pods: func() []*corev1.Pod {
+				p := pod("job-worker-0", "uid-0", corev1.PodFailed, 1)
+				p.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.NewTime(now.Add(-time.Second))
+				return []*corev1.Pod{p}
+			}(),
+			check: func(t *testing.T, d *Decision) {
+				if len(d.Restarted) != 0 || len(d.DeletePods) != 0 || d.RequeueAfter != 3*time.Second {
+					t.Errorf("restarted %v, requeue after %s: want a wait of 4s-1s", d.Restarted, d.RequeueAfter)
+				}
+			},
+		},
+		{
+			name:   "success: clean-up All deletes every pod and service",
+			plan:   Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, CleanUp: batch.CleanUpAll, ServicePorts: []corev1.ServicePort{{Name: "http", Port: 80}}, Outcome: allSucceed},
+			status: statusWith(batch.JobRunning),
+			pods:   []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodSucceeded, 0), pod("job-worker-1", "uid-1", corev1.PodSucceeded, 0)},
+			services: []*corev1.Service{
+				{ObjectMeta: metav1.ObjectMeta{Name: "job-worker-0", UID: "s0"}},
+				{ObjectMeta: metav1.ObjectMeta{Name: "job-worker-1", UID: "s1"}},
+			},
+			check: func(t *testing.T, d *Decision) {
+				if d.Outcome == nil || !d.Outcome.Succeeded || d.Status.Phase != batch.JobSucceeded {
+					t.Fatalf("outcome %+v, phase %s", d.Outcome, d.Status.Phase)
+				}
+				if len(d.DeletePods) != 2 || len(d.DeleteServices) != 2 || len(d.CreateServices) != 0 {
+					t.Errorf("deleted pods %v services %v", names(d.DeletePods), names(d.DeleteServices))
+				}
+				if c := condition(d.Status, batch.JobCompleted); c.Status != corev1.ConditionTrue || c.Reason != "Succeeded" {
+					t.Errorf("Completed = %+v", c)
+				}
+			},
+		},
+		{
+			name:   "success: clean-up None keeps everything",
+			plan:   Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, CleanUp: batch.CleanUpNone, Outcome: allSucceed},
+			status: statusWith(batch.JobRunning),
+			pods:   []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodSucceeded, 0)},
+			check: func(t *testing.T, d *Decision) {
+				if d.Outcome == nil || len(d.DeletePods) != 0 {
+					t.Errorf("outcome %+v, deleted %v", d.Outcome, names(d.DeletePods))
+				}
+			},
+		},
+		{
+			name: "clean-up limited to some types",
+			plan: Plan{Groups: []Group{workers(1, batch.RestartNever, nil), {Type: "launcher", Replicas: 1, Template: template("run")}}, CleanUp: batch.CleanUpAll, CleanUpTypes: []string{"worker"},
+				Outcome: func(Replicas) *Outcome { return &Outcome{Succeeded: true, Message: "done"} }},
+			status: statusWith(batch.JobRunning),
+			pods: func() []*corev1.Pod {
+				l := pod("job-launcher-0", "uid-l", corev1.PodSucceeded, 0)
+				l.Labels[batch.LabelReplicaType] = "launcher"
+				return []*corev1.Pod{running(0), l}
+			}(),
+			check: func(t *testing.T, d *Decision) {
+				if got := names(d.DeletePods); !reflect.DeepEqual(got, []string{"job-worker-0"}) {
+					t.Errorf("deleted %v, want the worker only", got)
+				}
+			},
+		},
+		{
+			name: "ended job creates nothing and keeps its outcome",
+			plan: Plan{Groups: []Group{workers(2, batch.RestartOnFailure, nil)}, CleanUp: batch.CleanUpUnfinished, Outcome: allSucceed},
+			status: func() batch.JobStatus {
+				s := statusWith(batch.JobSucceeded, replicaStatus("job-worker-0", "uid-0", batch.ReplicaSucceeded, 0), replicaStatus("job-worker-1", "uid-1", batch.ReplicaRunning, 0))
+				s.Conditions = append(s.Conditions, batch.JobCondition{Type: batch.JobCompleted, Status: corev1.ConditionTrue, Reason: "Succeeded", Message: "rule"})
+				return s
+			}(),
+			pods: []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodSucceeded, 0)},
+			check: func(t *testing.T, d *Decision) {
+				if len(d.CreatePods) != 0 || d.Status.Phase != batch.JobSucceeded {
+					t.Errorf("created %v, phase %s", names(d.CreatePods), d.Status.Phase)
+				}
+				if r := replicaOf(d.Status, "job-worker-1"); r.Phase != batch.ReplicaDeleted {
+					t.Errorf("cleaned-up replica: %+v, want Deleted", r)
+				}
+				if c := condition(d.Status, batch.JobCompleted); c.Message != "rule" {
+					t.Errorf("Completed = %+v, want the outcome kept", c)
+				}
+			},
+		},
+		{
+			name:     "pause deletes pods and services",
+			plan:     Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Paused: true, ServicePorts: []corev1.ServicePort{{Name: "http", Port: 80}}, Outcome: allSucceed},
+			status:   statusWith(batch.JobRunning),
+			pods:     []*corev1.Pod{running(0), running(1)},
+			services: []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "job-worker-0", UID: "s0"}}},
+			check: func(t *testing.T, d *Decision) {
+				if len(d.DeletePods) != 2 || len(d.DeleteServices) != 1 || len(d.CreatePods) != 0 {
+					t.Errorf("deleted pods %v services %v, created %v", names(d.DeletePods), names(d.DeleteServices), names(d.CreatePods))
+				}
+				if d.Status.Phase != batch.JobPaused || condition(d.Status, batch.JobConditionPaused).Status != corev1.ConditionTrue {
+					t.Errorf("phase %s, Paused %+v", d.Status.Phase, condition(d.Status, batch.JobConditionPaused))
+				}
+			},
+		},
+		{
+			name: "resume recreates replicas with the resume settings",
+			plan: Plan{Groups: []Group{func() Group {
+				g := workers(1, batch.RestartNever, nil)
+				g.Resume = &batch.ResumeSpec{Type: "worker", SkipInitContainer: true, Command: []string{"resume"}}
+				return g
+			}()}, Outcome: allSucceed},
+			status: func() batch.JobStatus {
+				s := statusWith(batch.JobPaused, replicaStatus("job-worker-0", "uid-0", batch.ReplicaDeleted, 0))
+				s.Conditions = append(s.Conditions, batch.JobCondition{Type: batch.JobConditionPaused, Status: corev1.ConditionTrue})
+				return s
+			}(),
+			check: func(t *testing.T, d *Decision) {
+				if len(d.CreatePods) != 1 {
+					t.Fatalf("created %v", names(d.CreatePods))
+				}
+				p := d.CreatePods[0]
+				if !reflect.DeepEqual(p.Spec.Containers[0].Command, []string{"resume"}) || p.Spec.InitContainers != nil {
+					t.Errorf("resumed pod: command %v, init containers %v", p.Spec.Containers[0].Command, p.Spec.InitContainers)
+				}
+				if d.Status.Phase != batch.JobResuming {
+					t.Errorf("phase %s, want Resuming", d.Status.Phase)
+				}
+				if c := condition(d.Status, batch.JobConditionPaused); c.Status != corev1.ConditionFalse || c.Reason != "Resumed" {
+					t.Errorf("Paused = %+v", c)
+				}
+			},
+		},
+		{
+			name: "debug mode runs the debug command and never ends",
+			plan: Plan{Groups: []Group{func() Group {
+				g := workers(2, batch.RestartNever, nil)
+				g.Debug = &batch.ReplicaDebugSet{Type: "worker", Command: []string{"sleep", "inf"}}
+				return g
+			}()}, Debug: true, Outcome: allSucceed},
+			status: statusWith(batch.JobRunning),
+			pods:   []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodSucceeded, 0)},
+			check: func(t *testing.T, d *Decision) {
+				if d.Outcome != nil {
+					t.Errorf("a debug job ended: %+v", d.Outcome)
+				}
+				if len(d.CreatePods) != 1 {
+					t.Fatalf("created %v", names(d.CreatePods))
+				}
+				c := d.CreatePods[0].Spec.Containers[0]
+				if !reflect.DeepEqual(c.Command, []string{"sleep", "inf"}) || c.Args != nil || d.CreatePods[0].Spec.InitContainers == nil {
+					t.Errorf("debug pod: command %v args %v, init containers %v", c.Command, c.Args, d.CreatePods[0].Spec.InitContainers)
+				}
+			},
+		},
+		{
+			name:   "scale down deletes the surplus pod",
+			plan:   Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Outcome: allSucceed},
+			status: statusWith(batch.JobRunning),
+			pods:   []*corev1.Pod{running(0), running(1)},
+			check: func(t *testing.T, d *Decision) {
+				if got := names(d.DeletePods); !reflect.DeepEqual(got, []string{"job-worker-1"}) {
+					t.Errorf("deleted %v", got)
+				}
+			},
+		},
+		{
+			name:   "a pod deleted by hand is recreated, not counted as a restart",
+			plan:   Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Outcome: allSucceed},
+			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "uid-1", batch.ReplicaRunning, 0)),
+			pods:   []*corev1.Pod{running(0)},
+			check: func(t *testing.T, d *Decision) {
+				if got := names(d.CreatePods); !reflect.DeepEqual(got, []string{"job-worker-1"}) {
+					t.Errorf("created %v", got)
+				}
+				if d.Status.Tasks[0].RestartCount != 0 || d.Status.Phase != batch.JobRunning {
+					t.Errorf("restarts %d, phase %s", d.Status.Tasks[0].RestartCount, d.Status.Phase)
+				}
+			},
+		},
+		{
+			name: "services per replica, and a stray one deleted",
+			plan: Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, ServicePorts: []corev1.ServicePort{{Name: "http", Port: 2222}}, Outcome: allSucceed},
+			services: []*corev1.Service{
+				{ObjectMeta: metav1.ObjectMeta{Name: "job-worker-0", UID: "s0"}},
+				{ObjectMeta: metav1.ObjectMeta{Name: "job-worker-7", UID: "s7"}},
+			},
+			check: func(t *testing.T, d *Decision) {
+				if got := names(d.CreateServices); !reflect.DeepEqual(got, []string{"job-worker-1"}) {
+					t.Errorf("created services %v", got)
+				}
+				if got := names(d.DeleteServices); !reflect.DeepEqual(got, []string{"job-worker-7"}) {
+					t.Errorf("deleted services %v", got)
+				}
+				s := d.CreateServices[0]
+				if s.Spec.ClusterIP != corev1.ClusterIPNone || s.Spec.Selector[batch.LabelReplicaIndex] != "1" || s.Spec.Ports[0].Port != 2222 {
+					t.Errorf("service %+v", s.Spec)
+				}
+				if p := d.CreatePods[1]; p.Spec.Hostname != "job-worker-1" || p.Spec.Subdomain != "job-worker-1" {
+					t.Errorf("pod host name %q subdomain %q", p.Spec.Hostname, p.Spec.Subdomain)
+				}
+			},
+		},
+		{
+			name: "pods carry labels, owner, restartPolicy Never and the scheduler",
+			plan: Plan{Groups: []Group{workers(1, batch.RestartOnFailure, nil)}, Scheduler: &batch.T9kScheduler{Queue: "default", Priority: 50}, Outcome: allSucceed},
+			check: func(t *testing.T, d *Decision) {
+				p := d.CreatePods[0]
+				if p.Spec.RestartPolicy != corev1.RestartPolicyNever || p.Spec.SchedulerName != "t9k-scheduler" {
+					t.Errorf("restartPolicy %s, schedulerName %s", p.Spec.RestartPolicy, p.Spec.SchedulerName)
+				}
+				want := map[string]string{batch.LabelJobName: "job", batch.LabelReplicaType: "worker", batch.LabelReplicaIndex: "0", batch.LabelControllerUID: "job-uid", batch.LabelQueue: "default"}
+				if !reflect.DeepEqual(p.Labels, want) || p.Annotations[batch.AnnotationPriority] != "50" {
+					t.Errorf("labels %v, annotations %v", p.Labels, p.Annotations)
+				}
+				if ref := metav1.GetControllerOf(p); ref == nil || ref.UID != "job-uid" || ref.Kind != "GenericJob" {
+					t.Errorf("controller ref %+v", ref)
+				}
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.check(t, Decide(testJob(tc.status), &tc.plan, tc.pods, tc.services, now))
+		})
+	}
+}
+
+// TestConditionTimesHold: deciding again on an unchanged job gives the same status, so the
+// controller writes nothing, and lastTransitionTime moves only when a status flips.
+func TestConditionTimesHold(t *testing.T) {
+	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Outcome: allSucceed}
+	pods := []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodRunning, 0)}
+	first := Decide(testJob(batch.JobStatus{}), plan, pods, nil, now)
+	second := Decide(testJob(*first.Status), plan, pods, nil, now.Add(time.Minute))
+	if !reflect.DeepEqual(first.Status, second.Status) {
+		t.Fatalf("status changed on a steady job:\n%+v\n%+v", first.Status, second.Status)
+	}
+	pods[0] = pod("job-worker-0", "uid-0", corev1.PodSucceeded, 0)
+	third := Decide(testJob(*second.Status), plan, pods, nil, now.Add(2*time.Minute))
+	if got := condition(third.Status, batch.JobCompleted).LastTransitionTime.Time; !got.Equal(now.Add(2 * time.Minute)) {
+		t.Errorf("Completed flipped at %s, want the time of the flip", got)
+	}
+	if got := condition(third.Status, batch.JobInitialized).LastTransitionTime.Time; !got.Equal(now) {
+		t.Errorf("Initialized moved to %s though it held", got)
+	}
+}
+
+func TestRestartBackoff(t *testing.T) {
+	for restarts, want := range map[int32]time.Duration{0: 0, 1: time.Second, 2: 2 * time.Second, 4: 8 * time.Second, 10: time.Minute, 100: time.Minute} {
+		if got := restartBackoff(restarts); got != want {
+			t.Errorf("restartBackoff(%d) = %s, want %s", restarts, got, want)
+		}
+	}
+}
+
+func TestFormatReplicaRule(t *testing.T) {
+	got := FormatReplicaRule(map[string][]int32{"worker": {0, 1}, "master": {2}})
+	if want := `{"master": [2], "worker": [0, 1]}`; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}

@@ -9,7 +9,7 @@ CLUSTER_DIR ?= _output/cluster
 # Packages whose tests need no cluster.
 UNIT_PKGS = $$(go list ./... | grep -v /test/e2e)
 
-.PHONY: build generate verify test test-unit test-e2e tools cluster-up cluster-down
+.PHONY: build generate verify test test-unit test-e2e tools cluster-up cluster-down run
 
 build: ## compile everything
 	go build ./...
@@ -40,3 +40,6 @@ cluster-up: tools ## start the local control plane in the background; prints its
 
 cluster-down: ## stop the local control plane
 	go run ./hack/cluster down --dir $(CLUSTER_DIR)
+
+run: ## run the controller: against $KUBECONFIG, or on a local control plane with the examples
+	hack/run.sh

@@ -93,7 +93,19 @@ func setUpAndRun(ctx context.Context, m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: installing the CRDs:", err)
 		return 1
 	}
-	return m.Run()
+	if err := startController(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: starting the controller:", err)
+		return 1
+	}
+	code := m.Run()
+	if !stopController() {
+		fmt.Fprintln(os.Stderr, "e2e: the controller did not stop on SIGTERM")
+		code = 1
+	}
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, "e2e: controller log in", controller.log)
+	}
+	return code
 }
 
 // toolsBinDir builds (once) and returns the directory of the control-plane binaries.
@@ -182,5 +194,18 @@ func namespace(t *testing.T) string {
 	t.Cleanup(func() {
 		_ = env.kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
 	})
+	// Pods are admitted once the namespace's default service account exists.
+	waitFor(t, "the default service account", 30*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := env.kube.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
 	return ns.Name
+}
+
+// waitFor polls cond until it holds, and fails the test when it does not within timeout.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
 }

@@ -1,0 +1,417 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/t9k-jobs/t9k-jobs/examples"
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+// Pod annotations the local cluster's kwok reads (README, Testing).
+const (
+	exitCodeAnnotation = "test.batch.tensorstack.dev/exit-code"
+	runTimeAnnotation  = "test.batch.tensorstack.dev/run-time"
+)
+
+const jobTimeout = 60 * time.Second
+
+func readGenericJob(t *testing.T, name string) *batch.GenericJob {
+	t.Helper()
+	data, err := examples.Read(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := &batch.GenericJob{}
+	if err := yaml.UnmarshalStrict(data, job); err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+// exits makes every pod of a replica spec end with code after runTime.
+func exits(r *batch.GenericReplicaSpec, code int, runTime string) {
+	r.Template.Annotations = map[string]string{exitCodeAnnotation: fmt.Sprint(code), runTimeAnnotation: runTime}
+}
+
+func replica(name, image string) batch.GenericReplicaSpec {
+	return batch.GenericReplicaSpec{Type: name, Replicas: ptr.To[int32](1), Template: corev1.PodTemplateSpec{
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: image, Command: []string{"train"}}}},
+	}}
+}
+
+func createJob(t *testing.T, ns string, job *batch.GenericJob) {
+	t.Helper()
+	if _, err := env.jobs.BatchV1beta1().GenericJobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getJob(t *testing.T, ns, name string) *batch.GenericJob {
+	t.Helper()
+	job, err := env.jobs.BatchV1beta1().GenericJobs(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+// waitJob waits until the job satisfies cond and returns it.
+func waitJob(t *testing.T, ns, name, what string, cond func(*batch.GenericJob) bool) *batch.GenericJob {
+	t.Helper()
+	var job *batch.GenericJob
+	waitFor(t, name+" "+what, jobTimeout, func(ctx context.Context) (bool, error) {
+		var err error
+		job, err = env.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && cond(job), nil
+	})
+	return job
+}
+
+func inPhase(phase batch.JobPhase) func(*batch.GenericJob) bool {
+	return func(j *batch.GenericJob) bool { return j.Status.Phase == phase }
+}
+
+func conditionOf(job *batch.GenericJob, t batch.JobConditionType) batch.JobCondition {
+	for _, c := range job.Status.Conditions {
+		if c.Type == t {
+			return c
+		}
+	}
+	return batch.JobCondition{}
+}
+
+func podNames(t *testing.T, ns string) []string {
+	t.Helper()
+	pods, err := env.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			names = append(names, p.Name)
+		}
+	}
+	return names
+}
+
+// TestGenericExample: the documented example runs 4 workers; its rules end it when worker 0
+// ends, with the rule named.
+func TestGenericExample(t *testing.T) {
+	for _, tc := range []struct {
+		exitCode  int
+		phase     batch.JobPhase
+		condition batch.JobConditionType
+		message   string
+	}{
+		{0, batch.JobSucceeded, batch.JobCompleted, `The job has finished successfully with rule: {"worker": [0]}`},
+		{1, batch.JobFailed, batch.JobConditionFailed, `The job is failed with rule: {"worker": [0]}`},
+	} {
+		t.Run(fmt.Sprintf("exit code %d", tc.exitCode), func(t *testing.T) {
+			ns := namespace(t)
+			job := readGenericJob(t, "generic-example.yaml")
+			exits(&job.Spec.ReplicaSpecs[0], tc.exitCode, "2s")
+			createJob(t, ns, job)
+			running := waitJob(t, ns, job.Name, "running 4 replicas", func(j *batch.GenericJob) bool { return j.Status.Aggregate.Running == 4 })
+			if running.Status.Phase != batch.JobRunning || conditionOf(running, batch.JobInitialized).Status != corev1.ConditionTrue {
+				t.Errorf("while running: phase %s, Initialized %+v", running.Status.Phase, conditionOf(running, batch.JobInitialized))
+			}
+			done := waitJob(t, ns, job.Name, "ended", func(j *batch.GenericJob) bool {
+				return j.Status.Phase == batch.JobSucceeded || j.Status.Phase == batch.JobFailed
+			})
+			if done.Status.Phase != tc.phase {
+				t.Fatalf("phase %s, want %s", done.Status.Phase, tc.phase)
+			}
+			if c := conditionOf(done, tc.condition); c.Status != corev1.ConditionTrue || c.Message != tc.message {
+				t.Errorf("%s condition %+v, want True with %q", tc.condition, c, tc.message)
+			}
+			if len(done.Status.Tasks) != 1 || len(done.Status.Tasks[0].Replicas) != 4 || done.Status.Tasks[0].Replicas[0].Containers[0].ExitCode == nil {
+				t.Errorf("tasks %+v", done.Status.Tasks)
+			}
+		})
+	}
+}
+
+// TestTFConfigExample: as published the job fails with a message naming the variable and the
+// fix, and creates nothing; with spec.service its pods carry their TF_CONFIG.
+func TestTFConfigExample(t *testing.T) {
+	ns := namespace(t)
+	job := readGenericJob(t, "generic-tf-config.yaml")
+	createJob(t, ns, job)
+	failed := waitJob(t, ns, job.Name, "failed", inPhase(batch.JobFailed))
+	c := conditionOf(failed, batch.JobConditionFailed)
+	if c.Reason != "InvalidSpec" || !strings.Contains(c.Message, "$(service.worker[0].host) needs spec.service") {
+		t.Errorf("Failed condition %+v", c)
+	}
+	if names := podNames(t, ns); len(names) != 0 {
+		t.Errorf("pods of an invalid job: %v", names)
+	}
+
+	fixed := readGenericJob(t, "generic-tf-config.yaml")
+	fixed.Name = "tf-config-fixed"
+	fixed.Spec.Service = &batch.ServiceOption{Ports: []batch.ServicePort{{Name: "http", Port: 2222}}}
+	createJob(t, ns, fixed)
+	waitJob(t, ns, fixed.Name, "running", inPhase(batch.JobRunning))
+	pod, err := env.kube.CoreV1().Pods(ns).Get(context.Background(), "tf-config-fixed-worker-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"task":{"type":"worker","index":2},"cluster":{"worker":["tf-config-fixed-worker-0:2222","tf-config-fixed-worker-1:2222","tf-config-fixed-worker-2:2222","tf-config-fixed-worker-3:2222"]}}`
+	if got := pod.Spec.Containers[0].Env[0].Value; got != want {
+		t.Errorf("TF_CONFIG\n got %s\nwant %s", got, want)
+	}
+	if pod.Spec.Hostname != "tf-config-fixed-worker-2" || pod.Spec.Subdomain != "tf-config-fixed-worker-2" {
+		t.Errorf("hostname %q subdomain %q", pod.Spec.Hostname, pod.Spec.Subdomain)
+	}
+	svc, err := env.kube.CoreV1().Services(ns).Get(context.Background(), "tf-config-fixed-worker-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone || svc.Spec.Ports[0].Port != 2222 {
+		t.Errorf("service %+v", svc.Spec)
+	}
+}
+
+// TestReplicaFailsPastItsLimit: a replica is restarted up to its limit, then the job fails;
+// the restart count is exact.
+func TestReplicaFailsPastItsLimit(t *testing.T) {
+	ns := namespace(t)
+	r := replica("worker", "trainer")
+	r.RestartPolicy = &batch.GenericRestartPolicy{Policy: batch.RestartOnFailure, Limit: ptr.To[int32](2)}
+	exits(&r, 3, "1s")
+	job := &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: "limit"}, Spec: batch.GenericJobSpec{ReplicaSpecs: []batch.GenericReplicaSpec{r}}}
+	createJob(t, ns, job)
+	failed := waitJob(t, ns, job.Name, "failed", inPhase(batch.JobFailed))
+	task := failed.Status.Tasks[0]
+	if task.RestartCount != 2 || task.Replicas[0].RestartCount != 2 {
+		t.Errorf("restart count %d (replica %d), want 2", task.RestartCount, task.Replicas[0].RestartCount)
+	}
+	if c := conditionOf(failed, batch.JobConditionFailed); !strings.Contains(c.Message, "limit-worker-0 failed with exit code 3 and has no restart left") {
+		t.Errorf("Failed condition %+v", c)
+	}
+}
+
+// TestSuccessAndFailureRules: rules over several types decide the outcome.
+func TestSuccessAndFailureRules(t *testing.T) {
+	ns := namespace(t)
+	master, worker := replica("master", "m"), replica("worker", "w")
+	worker.Replicas = ptr.To[int32](2)
+	exits(&master, 0, "1s") // the master succeeds; the workers run on
+	job := &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: "rules"}, Spec: batch.GenericJobSpec{
+		ReplicaSpecs: []batch.GenericReplicaSpec{master, worker},
+		SuccessRules: []batch.ReplicaRule{{"worker": {0, 1}}, {"master": {0}}},
+		FailureRules: []batch.ReplicaRule{{"worker": {1}}},
+	}}
+	createJob(t, ns, job)
+	done := waitJob(t, ns, job.Name, "succeeded", inPhase(batch.JobSucceeded))
+	if c := conditionOf(done, batch.JobCompleted); c.Message != `The job has finished successfully with rule: {"master": [0]}` {
+		t.Errorf("Completed %+v", c)
+	}
+}
+
+// TestPauseAndResume: pausing deletes the replicas; resuming recreates them with the resume
+// settings and returns to Running.
+func TestPauseAndResume(t *testing.T) {
+	ns := namespace(t)
+	r := replica("worker", "trainer")
+	r.Replicas = ptr.To[int32](2)
+	r.Template.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "busybox"}}
+	job := &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: "pause"}, Spec: batch.GenericJobSpec{
+		ReplicaSpecs: []batch.GenericReplicaSpec{r},
+		RunMode: &batch.RunMode{Pause: &batch.PauseMode{Enabled: false,
+			ResumeSpecs: []batch.ResumeSpec{{Type: "worker", SkipInitContainer: true, Command: []string{"/usr/bin/sshd"}}}}},
+	}}
+	createJob(t, ns, job)
+	waitJob(t, ns, job.Name, "running", inPhase(batch.JobRunning))
+
+	setPause(t, ns, job.Name, true)
+	paused := waitJob(t, ns, job.Name, "paused with every replica gone", func(j *batch.GenericJob) bool {
+		return j.Status.Phase == batch.JobPaused && conditionOf(j, batch.JobConditionPaused).Status == corev1.ConditionTrue && len(podNames(t, ns)) == 0
+	})
+	if c := conditionOf(paused, batch.JobConditionRunning); c.Status != corev1.ConditionFalse {
+		t.Errorf("Running condition of a paused job: %+v", c)
+	}
+
+	setPause(t, ns, job.Name, false)
+	resumed := waitJob(t, ns, job.Name, "running again", inPhase(batch.JobRunning))
+	if c := conditionOf(resumed, batch.JobConditionPaused); c.Status != corev1.ConditionFalse || c.Reason != "Resumed" {
+		t.Errorf("Paused condition after resume: %+v", c)
+	}
+	pod, err := env.kube.CoreV1().Pods(ns).Get(context.Background(), "pause-worker-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pod.Spec.Containers[0].Command; len(got) != 1 || got[0] != "/usr/bin/sshd" || len(pod.Spec.InitContainers) != 0 {
+		t.Errorf("resumed pod: command %v, init containers %d", got, len(pod.Spec.InitContainers))
+	}
+}
+
+func setPause(t *testing.T, ns, name string, enabled bool) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"runMode":{"pause":{"enabled":%v}}}}`, enabled)
+	if _, err := env.jobs.BatchV1beta1().GenericJobs(ns).Patch(context.Background(), name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDebugMode: replicas run the debug command and the job does not end on its own.
+func TestDebugMode(t *testing.T) {
+	ns := namespace(t)
+	r := replica("worker", "trainer")
+	exits(&r, 0, "1s") // the fake kubelet ends the pod; in debug mode that ends nothing
+	job := &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: "debug"}, Spec: batch.GenericJobSpec{
+		ReplicaSpecs: []batch.GenericReplicaSpec{r},
+		RunMode:      &batch.RunMode{Debug: &batch.DebugMode{Enabled: true}},
+	}}
+	createJob(t, ns, job)
+	waitJob(t, ns, job.Name, "its replica to end", func(j *batch.GenericJob) bool { return j.Status.Aggregate.Succeeded == 1 })
+	pod, err := env.kube.CoreV1().Pods(ns).Get(context.Background(), "debug-worker-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pod.Spec.Containers[0].Command; strings.Join(got, " ") != "sleep inf" {
+		t.Errorf("debug command %v, want sleep inf", got)
+	}
+	if j := getJob(t, ns, job.Name); j.Status.Phase != batch.JobRunning || conditionOf(j, batch.JobCompleted).Status == corev1.ConditionTrue {
+		t.Errorf("a debug job ended: phase %s", j.Status.Phase)
+	}
+}
+
+// TestCleanUpPolicies: when the job ends, All deletes every replica, Unfinished the running
+// ones, None none.
+func TestCleanUpPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		policy batch.CleanUpPolicy
+		left   []string
+	}{
+		{batch.CleanUpAll, nil},
+		{batch.CleanUpUnfinished, []string{"cleanup-master-0"}},
+		{batch.CleanUpNone, []string{"cleanup-master-0", "cleanup-worker-0"}},
+	} {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			ns := namespace(t)
+			master, worker := replica("master", "m"), replica("worker", "w")
+			exits(&master, 0, "1s")
+			job := &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: "cleanup"}, Spec: batch.GenericJobSpec{
+				ReplicaSpecs:  []batch.GenericReplicaSpec{master, worker},
+				SuccessRules:  []batch.ReplicaRule{{"master": {0}}},
+				CleanUpPolicy: tc.policy,
+			}}
+			createJob(t, ns, job)
+			waitJob(t, ns, job.Name, "succeeded", inPhase(batch.JobSucceeded))
+			waitFor(t, "the clean-up", jobTimeout, func(context.Context) (bool, error) {
+				return strings.Join(podNames(t, ns), ",") == strings.Join(tc.left, ","), nil
+			})
+		})
+	}
+}
+
+// TestDeletingAJobDeletesItsChildren: pods and services are owned by the job.
+func TestDeletingAJobDeletesItsChildren(t *testing.T) {
+	ns := namespace(t)
+	job := readGenericJob(t, "generic-tf-config.yaml")
+	job.Spec.Service = &batch.ServiceOption{Ports: []batch.ServicePort{{Name: "http", Port: 2222}}}
+	createJob(t, ns, job)
+	waitJob(t, ns, job.Name, "running", inPhase(batch.JobRunning))
+	if err := env.jobs.BatchV1beta1().GenericJobs(ns).Delete(context.Background(), job.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job and its children gone", jobTimeout, func(ctx context.Context) (bool, error) {
+		_, err := env.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+		services, _ := env.kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		pods, _ := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		return apierrors.IsNotFound(err) && len(services.Items) == 0 && len(pods.Items) == 0, nil
+	})
+}
+
+// TestRepairsChildrenDeletedByHand: a running job's deleted pod and service come back.
+func TestRepairsChildrenDeletedByHand(t *testing.T) {
+	ns := namespace(t)
+	r := replica("worker", "trainer")
+	job := &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: "repair"}, Spec: batch.GenericJobSpec{
+		ReplicaSpecs: []batch.GenericReplicaSpec{r},
+		Service:      &batch.ServiceOption{Ports: []batch.ServicePort{{Name: "http", Port: 80}}},
+	}}
+	createJob(t, ns, job)
+	waitJob(t, ns, job.Name, "running", inPhase(batch.JobRunning))
+	old, err := env.kube.CoreV1().Pods(ns).Get(context.Background(), "repair-worker-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := env.kube.CoreV1().Pods(ns).Delete(ctx, "repair-worker-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.kube.CoreV1().Services(ns).Delete(ctx, "repair-worker-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a new pod and service", jobTimeout, func(ctx context.Context) (bool, error) {
+		p, err := env.kube.CoreV1().Pods(ns).Get(ctx, "repair-worker-0", metav1.GetOptions{})
+		if err != nil || p.UID == old.UID {
+			return false, nil
+		}
+		_, err = env.kube.CoreV1().Services(ns).Get(ctx, "repair-worker-0", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if j := getJob(t, ns, job.Name); j.Status.Tasks[0].RestartCount != 0 {
+		t.Errorf("a repair counted as a restart: %d", j.Status.Tasks[0].RestartCount)
+	}
+}
+
+// TestSchedulerSettings: T9k Scheduler's name, queue and priority reach the pods.
+func TestSchedulerSettings(t *testing.T) {
+	ns := namespace(t)
+	job := &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: "sched"}, Spec: batch.GenericJobSpec{
+		ReplicaSpecs: []batch.GenericReplicaSpec{replica("worker", "trainer")},
+		Scheduler:    &batch.SchedulePolicy{T9kScheduler: &batch.T9kScheduler{Queue: "default", Priority: 50}},
+	}}
+	createJob(t, ns, job)
+	var pod *corev1.Pod
+	waitFor(t, "the pod", jobTimeout, func(ctx context.Context) (bool, error) {
+		var err error
+		pod, err = env.kube.CoreV1().Pods(ns).Get(ctx, "sched-worker-0", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if pod.Spec.SchedulerName != "t9k-scheduler" || pod.Labels[batch.LabelQueue] != "default" || pod.Annotations[batch.AnnotationPriority] != "50" {
+		t.Errorf("schedulerName %q, labels %v, annotations %v", pod.Spec.SchedulerName, pod.Labels, pod.Annotations)
+	}
+}
+
+// TestMetrics: the controller serves its metrics.
+func TestMetrics(t *testing.T) {
+	ns := namespace(t)
+	createJob(t, ns, &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: "metrics"}, Spec: batch.GenericJobSpec{
+		ReplicaSpecs: []batch.GenericReplicaSpec{replica("worker", "trainer")}}})
+	waitJob(t, ns, "metrics", "running", inPhase(batch.JobRunning))
+	resp, err := http.Get(controller.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`t9k_job_phase_transitions_total{from="Pending",kind="GenericJob",to="Running"}`,
+		`t9k_jobs{kind="GenericJob",phase=`,
+		`t9k_job_sync_duration_seconds_bucket{kind="GenericJob"`,
+		`t9k_job_children_created_total{kind="GenericJob",resource="pods"}`,
+		`t9k_api_requests_total{code="201",resource="pods",verb="create"}`,
+		`workqueue_adds_total{name="GenericJob"}`,
+		`rest_client_requests_total{code="200"`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}

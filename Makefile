@@ -9,7 +9,7 @@ CLUSTER_DIR ?= _output/cluster
 # Packages whose tests need no cluster.
 UNIT_PKGS = $$(go list ./... | grep -v /test/e2e)
 
-.PHONY: build generate verify test test-unit test-e2e tools cluster-up cluster-down run
+.PHONY: build generate verify test test-unit test-e2e tools cluster-up cluster-down run bench
 
 build: ## compile everything
 	go build ./...
@@ -43,3 +43,8 @@ cluster-down: ## stop the local control plane
 
 run: ## run the controller: against $KUBECONFIG, or on a local control plane with the examples
 	hack/run.sh
+
+BENCH_JOBS ?= 250
+BENCH_REPLICAS ?= 4
+bench: tools ## time N jobs x R replicas on a local control plane against a raw client-go loop
+	T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go run ./test/bench -jobs $(BENCH_JOBS) -replicas $(BENCH_REPLICAS)

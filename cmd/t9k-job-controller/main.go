@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -88,7 +89,12 @@ func run(ctx context.Context, o options) error {
 	config.QPS, config.Burst = float32(o.qps), o.burst
 	config.UserAgent = "t9k-job-controller"
 	config.Wrap(metrics.CountRequests)
-	kube, err := kubernetes.NewForConfig(config)
+	// Built-in kinds travel as protobuf, which costs the API server (and us) less than JSON;
+	// the job kinds are custom resources, which only speak JSON.
+	kubeConfig := rest.CopyConfig(config)
+	kubeConfig.ContentType = "application/vnd.kubernetes.protobuf"
+	kubeConfig.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	kube, err := kubernetes.NewForConfig(kubeConfig)
 	if err != nil {
 		return err
 	}
@@ -108,8 +114,14 @@ func run(ctx context.Context, o options) error {
 		_ = server.Shutdown(shutdownCtx)
 	}()
 
+	// Events get a client of their own, so that a burst of them never delays the writes that
+	// run jobs (each client has its own rate limiter).
+	events, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return err
+	}
 	runControllers := func(ctx context.Context) {
-		runAll(ctx, o, kube, jobs, &ready)
+		runAll(ctx, o, kube, jobs, events, &ready)
 	}
 	if !o.leaderElect {
 		runControllers(ctx)
@@ -137,7 +149,7 @@ func checkCRDs(kube kubernetes.Interface) error {
 
 // runAll starts the informers and the controller of every kind, and returns once ctx ends
 // and in-flight syncs are done.
-func runAll(ctx context.Context, o options, kube kubernetes.Interface, jobs versioned.Interface, ready *atomic.Bool) {
+func runAll(ctx context.Context, o options, kube kubernetes.Interface, jobs versioned.Interface, events kubernetes.Interface, ready *atomic.Bool) {
 	jobFactory := jobinformers.NewSharedInformerFactoryWithOptions(jobs, 0, jobinformers.WithNamespace(o.namespace))
 	// Pods and services: only the project's children, without managedFields (memory).
 	kubeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
@@ -145,7 +157,7 @@ func runAll(ctx context.Context, o options, kube kubernetes.Interface, jobs vers
 		informers.WithTweakListOptions(func(opts *metav1.ListOptions) { opts.LabelSelector = batch.LabelJobName }),
 		informers.WithTransform(dropManagedFields))
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "t9k-job-controller"})
 

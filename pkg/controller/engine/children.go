@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
@@ -24,11 +23,6 @@ func childLabels(job Job, replicaType string, rank int32) map[string]string {
 		batch.LabelReplicaIndex:  strconv.Itoa(int(rank)),
 		batch.LabelControllerUID: string(job.GetUID()),
 	}
-}
-
-// Selector selects the children of a job, and of no other job of the same name.
-func Selector(job Job) labels.Selector {
-	return labels.SelectorFromSet(labels.Set{batch.LabelJobName: job.GetName(), batch.LabelControllerUID: string(job.GetUID())})
 }
 
 func controllerRef(job Job) []metav1.OwnerReference {

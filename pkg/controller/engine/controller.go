@@ -2,18 +2,19 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -33,11 +34,12 @@ const statusWaitTTL = 30 * time.Second
 
 // Controller runs the jobs of one kind.
 type Controller struct {
-	adapter  Adapter
-	kind     string
-	kube     kubernetes.Interface
-	pods     corelisters.PodLister
-	services corelisters.ServiceLister
+	adapter Adapter
+	kind    string
+	kube    kubernetes.Interface
+	// pods and services are indexed by the UID of the job that owns them (byJob).
+	pods     cache.Indexer
+	services cache.Indexer
 	recorder record.EventRecorder
 	queue    workqueue.TypedRateLimitingInterface[string]
 	synced   []cache.InformerSynced
@@ -64,14 +66,21 @@ func New(adapter Adapter, kube kubernetes.Interface, pods coreinformers.PodInfor
 		adapter:  adapter,
 		kind:     kind,
 		kube:     kube,
-		pods:     pods.Lister(),
-		services: services.Lister(),
+		pods:     pods.Informer().GetIndexer(),
+		services: services.Informer().GetIndexer(),
 		recorder: recorder,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: kind}),
 		synced: []cache.InformerSynced{adapter.Informer().HasSynced, pods.Informer().HasSynced, services.Informer().HasSynced},
 		expect: expectations.New(expectations.DefaultTTL),
 		now:    time.Now,
+	}
+	for _, informer := range []cache.SharedIndexInformer{pods.Informer(), services.Informer()} {
+		if _, ok := informer.GetIndexer().GetIndexers()[byJob]; !ok {
+			if err := informer.AddIndexers(cache.Indexers{byJob: jobUIDOf}); err != nil {
+				panic(fmt.Sprintf("indexing children by job: %v", err)) // only before the informer starts
+			}
+		}
 	}
 	_, _ = adapter.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.addJob,
@@ -204,19 +213,48 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	d := Decide(job, plan, pods, services, c.now())
 
-	// The status goes first: it counts the restarts this sync orders, so that they are
-	// never lost nor counted twice if the controller stops half-way.
-	if err := c.writeStatus(ctx, key, job, d.Status); err != nil {
+	// A status that counts restarts or ends the job goes first, so that a restart is never
+	// lost nor counted twice, and an outcome never undone, if the controller stops half-way.
+	statusFirst := len(d.Restarted) > 0 || d.Outcome != nil
+	if statusFirst {
+		if err := c.writeStatus(ctx, key, job, d.Status); err != nil {
+			return 0, err
+		}
+		c.recordOutcome(job, d)
+	}
+	if err := c.deleteAll(ctx, key, job, d); err != nil {
 		return 0, err
 	}
-	if d.Outcome != nil {
-		eventType := corev1.EventTypeNormal
-		if !d.Outcome.Succeeded {
-			eventType = corev1.EventTypeWarning
+	created, err := c.createAll(ctx, key, job, d)
+	switch {
+	case statusFirst:
+	case err != nil:
+		// Show what was created; the retry will create the rest.
+		_ = c.writeStatus(ctx, key, job, d.Status)
+	case created == 0:
+		if err := c.writeStatus(ctx, key, job, d.Status); err != nil {
+			return 0, err
 		}
-		reason := d.Outcome.Reason
-		if reason == "" {
-			reason = map[bool]string{true: "Succeeded", false: "Failed"}[d.Outcome.Succeeded]
+	default:
+		// The new children's add events bring a sync within podBatchPeriod that reports
+		// them as they are, so a status saying "Creating" would be written only to be
+		// overwritten: one write per job saved.
+	}
+	if err != nil {
+		return 0, err
+	}
+	logger.V(4).Info("Synced", "phase", d.Status.Phase, "created", len(d.CreatePods), "deleted", len(d.DeletePods))
+	return d.RequeueAfter, nil
+}
+
+func (c *Controller) recordOutcome(job Job, d *Decision) {
+	if d.Outcome != nil {
+		eventType, reason := corev1.EventTypeNormal, "Succeeded"
+		if !d.Outcome.Succeeded {
+			eventType, reason = corev1.EventTypeWarning, "Failed"
+		}
+		if d.Outcome.Reason != "" {
+			reason = d.Outcome.Reason
 		}
 		c.recorder.Event(job, eventType, reason, d.Outcome.Message)
 	}
@@ -224,25 +262,40 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		c.recorder.Eventf(job, corev1.EventTypeWarning, "Restarting", "Restarting replica %s", name)
 		metrics.Restarts.WithLabelValues(c.kind).Inc()
 	}
-	if err := c.deleteAll(ctx, key, job, d); err != nil {
-		return 0, err
+}
+
+// byJob indexes pods and services by the UID of their job, so that a sync reads its own
+// children instead of filtering every pod of the namespace.
+const byJob = "t9k-job-uid"
+
+func jobUIDOf(obj any) ([]string, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
 	}
-	if err := c.createAll(ctx, key, job, d); err != nil {
-		return 0, err
+	if uid := m.GetLabels()[batch.LabelControllerUID]; uid != "" {
+		return []string{uid}, nil
 	}
-	logger.V(4).Info("Synced", "phase", d.Status.Phase, "created", len(d.CreatePods), "deleted", len(d.DeletePods))
-	return d.RequeueAfter, nil
+	return nil, nil
 }
 
 // children lists the pods and services job controls, from the informer caches.
 func (c *Controller) children(job Job) ([]*corev1.Pod, []*corev1.Service, error) {
-	pods, err := c.pods.Pods(job.GetNamespace()).List(Selector(job))
+	podObjs, err := c.pods.ByIndex(byJob, string(job.GetUID()))
 	if err != nil {
 		return nil, nil, err
 	}
-	services, err := c.services.Services(job.GetNamespace()).List(Selector(job))
+	serviceObjs, err := c.services.ByIndex(byJob, string(job.GetUID()))
 	if err != nil {
 		return nil, nil, err
+	}
+	pods := make([]*corev1.Pod, 0, len(podObjs))
+	for _, o := range podObjs {
+		pods = append(pods, o.(*corev1.Pod))
+	}
+	services := make([]*corev1.Service, 0, len(serviceObjs))
+	for _, o := range serviceObjs {
+		services = append(services, o.(*corev1.Service))
 	}
 	return owned(job, pods), owned(job, services), nil
 }

@@ -43,24 +43,30 @@ func inBatches(n int, write func(i int) error) (int, error) {
 	return done, nil
 }
 
-// createAll creates the decision's pods and services, expecting them first so that a sync on
-// a cache that does not show them yet does not create them again.
-func (c *Controller) createAll(ctx context.Context, key string, job Job, d *Decision) error {
-	if err := create(ctx, c, key, job, servicesKey(key), "services", d.CreateServices, func(s *corev1.Service) error {
-		_, err := c.kube.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
-		return err
-	}); err != nil {
-		return err
-	}
-	return create(ctx, c, key, job, podsKey(key), "pods", d.CreatePods, func(p *corev1.Pod) error {
+// createAll creates the decision's services and pods, side by side, expecting them first so
+// that a sync on a cache that does not show them yet does not create them again. It returns
+// how many were created.
+func (c *Controller) createAll(ctx context.Context, key string, job Job, d *Decision) (int, error) {
+	var services, pods int
+	var servicesErr, podsErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		services, servicesErr = create(ctx, c, job, servicesKey(key), "services", d.CreateServices, func(s *corev1.Service) error {
+			_, err := c.kube.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
+			return err
+		})
+	})
+	pods, podsErr = create(ctx, c, job, podsKey(key), "pods", d.CreatePods, func(p *corev1.Pod) error {
 		_, err := c.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
 		return err
 	})
+	wg.Wait()
+	return services + pods, errors.Join(servicesErr, podsErr)
 }
 
-func create[T metav1.Object](ctx context.Context, c *Controller, key string, job Job, expectKey, resource string, objs []T, send func(T) error) error {
+func create[T metav1.Object](ctx context.Context, c *Controller, job Job, expectKey, resource string, objs []T, send func(T) error) (int, error) {
 	if len(objs) == 0 {
-		return nil
+		return 0, nil
 	}
 	c.expect.ExpectCreations(expectKey, len(objs))
 	var mu sync.Mutex
@@ -92,7 +98,7 @@ func create[T metav1.Object](ctx context.Context, c *Controller, key string, job
 	if err != nil {
 		c.recorder.Eventf(job, corev1.EventTypeWarning, "CreateFailed", "%v", err)
 	}
-	return err
+	return len(created), err
 }
 
 // deleteAll deletes the decision's pods and services, expecting each deletion by UID.

@@ -19,12 +19,13 @@ import (
 // controller is the controller process under test, built from cmd/t9k-job-controller and run
 // against the cluster under test, as a user would run it.
 var controller struct {
-	mu      sync.Mutex
-	binary  string
-	cmd     *exec.Cmd
-	metrics string // base URL of /metrics
-	log     string
-	exited  chan struct{}
+	mu         sync.Mutex
+	binary     string
+	cmd        *exec.Cmd
+	metrics    string // base URL of /metrics
+	kubeconfig string // the controller's own credentials (manifests/rbac.yaml)
+	log        string
+	exited     chan struct{}
 }
 
 // startController builds the controller (once) and starts it.
@@ -54,7 +55,7 @@ func startController() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(controller.binary, "--kubeconfig", env.kubeconfig, "--leader-elect=false", "--bind-address", addr, "-v=2")
+	cmd := exec.Command(controller.binary, "--kubeconfig", controller.kubeconfig, "--leader-elect-namespace", "t9k-system", "--bind-address", addr, "-v=2")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -22,6 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 
 	"github.com/t9k-jobs/t9k-jobs/manifests"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
@@ -93,6 +96,10 @@ func setUpAndRun(ctx context.Context, m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: installing the CRDs:", err)
 		return 1
 	}
+	if err := controllerCredentials(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: the controller's credentials:", err)
+		return 1
+	}
 	if err := startController(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: starting the controller:", err)
 		return 1
@@ -106,6 +113,32 @@ func setUpAndRun(ctx context.Context, m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: controller log in", controller.log)
 	}
 	return code
+}
+
+// controllerCredentials installs manifests/rbac.yaml and writes a kubeconfig with a token of
+// its service account: the controller under test runs with the permissions it ships with.
+func controllerCredentials(ctx context.Context) error {
+	if out, err := kubectl("apply", "-f", filepath.Join(repoRoot, "manifests", "rbac.yaml")); err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	token, err := env.kube.CoreV1().ServiceAccounts("t9k-system").CreateToken(ctx, "t9k-job-controller",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: env.config.Host, CertificateAuthority: env.config.CAFile,
+		CertificateAuthorityData: env.config.CAData, InsecureSkipTLSVerify: env.config.Insecure}
+	cfg.AuthInfos["controller"] = &clientcmdapi.AuthInfo{Token: token.Status.Token}
+	cfg.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "controller"}
+	cfg.CurrentContext = "e2e"
+	f, err := os.CreateTemp("", "t9k-controller-kubeconfig-")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	controller.kubeconfig = f.Name()
+	return clientcmd.WriteToFile(*cfg, f.Name())
 }
 
 // toolsBinDir builds (once) and returns the directory of the control-plane binaries.

@@ -42,3 +42,12 @@ func Object(name string) (map[string]any, error) {
 	obj := map[string]any{}
 	return obj, utiljson.Unmarshal(jsonData, &obj)
 }
+
+// Decode strictly decodes an example into a typed object, e.g. a *v1beta1.GenericJob.
+func Decode(name string, into any) error {
+	data, err := files.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	return yaml.UnmarshalStrict(data, into)
+}

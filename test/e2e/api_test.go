@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
 	"github.com/t9k-jobs/t9k-jobs/examples"
 	"github.com/t9k-jobs/t9k-jobs/manifests"
@@ -196,12 +195,8 @@ func TestKubectlGet(t *testing.T) {
 func TestTypedClient(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
-	data, err := examples.Read("generic-example.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	job := &batchv1beta1.GenericJob{}
-	if err := yaml.UnmarshalStrict(data, job); err != nil {
+	if err := examples.Decode("generic-example.yaml", job); err != nil {
 		t.Fatal(err)
 	}
 	job.Spec.ReplicaSpecs[0].Template.Labels = map[string]string{"team": "a"}

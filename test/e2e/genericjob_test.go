@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/t9k-jobs/t9k-jobs/examples"
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
@@ -29,12 +28,8 @@ const jobTimeout = 60 * time.Second
 
 func readGenericJob(t *testing.T, name string) *batch.GenericJob {
 	t.Helper()
-	data, err := examples.Read(name)
-	if err != nil {
-		t.Fatal(err)
-	}
 	job := &batch.GenericJob{}
-	if err := yaml.UnmarshalStrict(data, job); err != nil {
+	if err := examples.Decode(name, job); err != nil {
 		t.Fatal(err)
 	}
 	return job

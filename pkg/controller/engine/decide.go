@@ -169,7 +169,7 @@ func Decide(job Job, plan *Plan, pods []*corev1.Pod, services []*corev1.Service,
 		d.CreateServices, d.DeleteServices = servicePlan(job, plan, desired, services)
 	}
 
-	setPhaseAndConditions(d.Status, old, job, plan, outcome, paused, resumed, failedNames, pods, now)
+	setPhaseAndConditions(d.Status, old, plan, outcome, paused, resumed, failedNames, pods, now)
 	d.Status.Aggregate = aggregate(d.Status.Tasks)
 	return d
 }

@@ -51,12 +51,12 @@ func (c *Controller) createAll(ctx context.Context, key string, job Job, d *Deci
 	var servicesErr, podsErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		services, servicesErr = create(ctx, c, job, servicesKey(key), "services", d.CreateServices, func(s *corev1.Service) error {
+		services, servicesErr = create(c, job, servicesKey(key), "services", d.CreateServices, func(s *corev1.Service) error {
 			_, err := c.kube.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
 			return err
 		})
 	})
-	pods, podsErr = create(ctx, c, job, podsKey(key), "pods", d.CreatePods, func(p *corev1.Pod) error {
+	pods, podsErr = create(c, job, podsKey(key), "pods", d.CreatePods, func(p *corev1.Pod) error {
 		_, err := c.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
 		return err
 	})
@@ -64,7 +64,7 @@ func (c *Controller) createAll(ctx context.Context, key string, job Job, d *Deci
 	return services + pods, errors.Join(servicesErr, podsErr)
 }
 
-func create[T metav1.Object](ctx context.Context, c *Controller, job Job, expectKey, resource string, objs []T, send func(T) error) (int, error) {
+func create[T metav1.Object](c *Controller, job Job, expectKey, resource string, objs []T, send func(T) error) (int, error) {
 	if len(objs) == 0 {
 		return 0, nil
 	}
@@ -103,12 +103,12 @@ func create[T metav1.Object](ctx context.Context, c *Controller, job Job, expect
 
 // deleteAll deletes the decision's pods and services, expecting each deletion by UID.
 func (c *Controller) deleteAll(ctx context.Context, key string, job Job, d *Decision) error {
-	if err := remove(ctx, c, job, podsKey(key), "pods", d.DeletePods, func(p *corev1.Pod) error {
+	if err := remove(c, job, podsKey(key), "pods", d.DeletePods, func(p *corev1.Pod) error {
 		return c.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, deleteExactly(p.UID))
 	}); err != nil {
 		return err
 	}
-	return remove(ctx, c, job, servicesKey(key), "services", d.DeleteServices, func(s *corev1.Service) error {
+	return remove(c, job, servicesKey(key), "services", d.DeleteServices, func(s *corev1.Service) error {
 		return c.kube.CoreV1().Services(s.Namespace).Delete(ctx, s.Name, deleteExactly(s.UID))
 	})
 }
@@ -118,7 +118,7 @@ func deleteExactly(uid types.UID) metav1.DeleteOptions {
 	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
 }
 
-func remove[T metav1.Object](ctx context.Context, c *Controller, job Job, expectKey, resource string, objs []T, send func(T) error) error {
+func remove[T metav1.Object](c *Controller, job Job, expectKey, resource string, objs []T, send func(T) error) error {
 	if len(objs) == 0 {
 		return nil
 	}

@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/t9k-jobs/t9k-jobs/examples"
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
@@ -15,12 +14,8 @@ import (
 
 func example(t *testing.T, name string) *batch.GenericJob {
 	t.Helper()
-	data, err := examples.Read(name)
-	if err != nil {
-		t.Fatal(err)
-	}
 	job := &batch.GenericJob{}
-	if err := yaml.UnmarshalStrict(data, job); err != nil {
+	if err := examples.Decode(name, job); err != nil {
 		t.Fatal(err)
 	}
 	return job

@@ -192,59 +192,65 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	plan, err := c.adapter.Plan(job)
 	if err != nil {
-		if Finished(job.JobStatus()) {
-			return 0, nil
-		}
-		c.recorder.Event(job, corev1.EventTypeWarning, "InvalidSpec", err.Error())
-		if err := c.writeStatus(ctx, key, job, FailedStatus(job, "InvalidSpec", err.Error(), c.now())); err != nil {
-			return 0, err
-		}
-		// An update made a running job invalid: its replicas stop, as at any failure.
-		pods, services, err := c.children(job)
-		if err != nil {
-			return 0, err
-		}
-		return 0, c.deleteAll(ctx, key, job, &Decision{DeletePods: cleanUp(&Plan{CleanUp: batch.CleanUpUnfinished}, pods, nil), DeleteServices: live(services)})
+		return 0, c.failInvalid(ctx, key, job, err)
 	}
-
 	pods, services, err := c.children(job)
 	if err != nil {
 		return 0, err
 	}
 	d := Decide(job, plan, pods, services, c.now())
+	if err := c.apply(ctx, key, job, d); err != nil {
+		return 0, err
+	}
+	logger.V(4).Info("Synced", "phase", d.Status.Phase, "created", len(d.CreatePods), "deleted", len(d.DeletePods))
+	return d.RequeueAfter, nil
+}
 
+// apply carries out a decision: the status and the writes, in an order that survives a
+// controller stopping at any point.
+func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision) error {
 	// A status that counts restarts or ends the job goes first, so that a restart is never
 	// lost nor counted twice, and an outcome never undone, if the controller stops half-way.
 	statusFirst := len(d.Restarted) > 0 || d.Outcome != nil
 	if statusFirst {
 		if err := c.writeStatus(ctx, key, job, d.Status); err != nil {
-			return 0, err
+			return err
 		}
 		c.recordOutcome(job, d)
 	}
 	if err := c.deleteAll(ctx, key, job, d); err != nil {
-		return 0, err
+		return err
 	}
 	created, err := c.createAll(ctx, key, job, d)
 	switch {
 	case statusFirst:
 	case err != nil:
-		// Show what was created; the retry will create the rest.
-		_ = c.writeStatus(ctx, key, job, d.Status)
+		_ = c.writeStatus(ctx, key, job, d.Status) // show what was created; the retry creates the rest
 	case created == 0:
-		if err := c.writeStatus(ctx, key, job, d.Status); err != nil {
-			return 0, err
-		}
+		return c.writeStatus(ctx, key, job, d.Status)
 	default:
 		// The new children's add events bring a sync within podBatchPeriod that reports
 		// them as they are, so a status saying "Creating" would be written only to be
 		// overwritten: one write per job saved.
 	}
-	if err != nil {
-		return 0, err
+	return err
+}
+
+// failInvalid fails a job whose spec cannot run (its plan failed), once. If an update made a
+// running job invalid, its unfinished replicas stop, as at any failure.
+func (c *Controller) failInvalid(ctx context.Context, key string, job Job, planErr error) error {
+	if Finished(job.JobStatus()) {
+		return nil
 	}
-	logger.V(4).Info("Synced", "phase", d.Status.Phase, "created", len(d.CreatePods), "deleted", len(d.DeletePods))
-	return d.RequeueAfter, nil
+	c.recorder.Event(job, corev1.EventTypeWarning, "InvalidSpec", planErr.Error())
+	if err := c.writeStatus(ctx, key, job, FailedStatus(job, "InvalidSpec", planErr.Error(), c.now())); err != nil {
+		return err
+	}
+	pods, services, err := c.children(job)
+	if err != nil {
+		return err
+	}
+	return c.deleteAll(ctx, key, job, &Decision{DeletePods: cleanUp(&Plan{CleanUp: batch.CleanUpUnfinished}, pods, nil), DeleteServices: live(services)})
 }
 
 func (c *Controller) recordOutcome(job Job, d *Decision) {

@@ -151,7 +151,8 @@ func Decide(job Job, plan *Plan, pods []*corev1.Pod, services []*corev1.Service,
 	if !finished && !paused && !plan.Debug && plan.Outcome != nil {
 		outcome = plan.Outcome(replicas)
 		if outcome != nil {
-			d.Outcome = outcome
+			// The job ends now: replicas missing this very sync are not created any more.
+			d.Outcome, d.CreatePods = outcome, nil
 			finished = true
 		}
 	}

@@ -234,6 +234,17 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		{
+			name:   "a job that ends creates no missing replica",
+			plan:   Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, CleanUp: batch.CleanUpNone, Outcome: allSucceed},
+			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "uid-1", batch.ReplicaRunning, 0)),
+			pods:   []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodFailed, 1)},
+			check: func(t *testing.T, d *Decision) {
+				if d.Outcome == nil || len(d.CreatePods) != 0 {
+					t.Errorf("outcome %+v, created %v", d.Outcome, names(d.CreatePods))
+				}
+			},
+		},
+		{
 			name:   "ExitCode restarts a retryable exit code",
 			plan:   Plan{Groups: []Group{workers(1, batch.RestartExitCode, nil)}, Outcome: allSucceed},
 			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 0)),

@@ -27,7 +27,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
@@ -76,50 +75,53 @@ func run(c config) error {
 	} else {
 		fmt.Fprintln(os.Stderr, "bench: keeping", dir)
 	}
-	cl, err := cluster.Start(ctx, cluster.Options{BinDir: c.binDir, Dir: filepath.Join(dir, "cluster"), Progress: os.Stderr})
+	fmt.Printf("\n%d GenericJobs x %d replicas (with services); controller: %d workers, QPS %.0f, burst %d\n",
+		c.jobs, c.replicas, c.workers, c.qps, c.burst)
+
+	// Each run gets a fresh cluster of its own, so that neither inherits the other's
+	// objects, caches or garbage.
+	var rawTime time.Duration
+	if err := withCluster(ctx, c, filepath.Join(dir, "raw"), nil, func(cl *cluster.Cluster, admin *rest.Config, kube kubernetes.Interface) error {
+		rawTime, err = runRaw(ctx, c, cl.Config, kube)
+		return err
+	}); err != nil {
+		return err
+	}
+	return withCluster(ctx, c, filepath.Join(dir, "controller"), installCRDs, func(cl *cluster.Cluster, admin *rest.Config, kube kubernetes.Interface) error {
+		ctl, err := startController(ctx, c, cl.Kubeconfig, filepath.Dir(cl.Dir))
+		if err != nil {
+			return err
+		}
+		defer ctl.stop()
+		before, err := scrape(ctl.metrics)
+		if err != nil {
+			return err
+		}
+		controllerTime, err := runJobs(ctx, c, admin, kube)
+		if err != nil {
+			return err
+		}
+		after, err := scrape(ctl.metrics)
+		if err != nil {
+			return err
+		}
+		report(c, controllerTime, rawTime, before, after, ctl.peakRSS())
+		fmt.Printf("controller CPU time: %.1fs (user+system, whole run)\n", ctl.cpuSeconds())
+		return nil
+	})
+}
+
+// withCluster runs f on a fresh local control plane in dir (setup, if any, runs before its
+// controllers start), with an admin client whose own rate limits never limit the run.
+func withCluster(ctx context.Context, c config, dir string, setup func(context.Context, *rest.Config) error, f func(*cluster.Cluster, *rest.Config, kubernetes.Interface) error) error {
+	cl, err := cluster.Start(ctx, cluster.Options{BinDir: c.binDir, Dir: filepath.Join(dir, "cluster"), Progress: os.Stderr, BeforeControllers: setup})
 	if err != nil {
 		return err
 	}
 	defer cl.Stop()
-	// The bench's own client must not be what limits the run.
 	admin := rest.CopyConfig(cl.Config)
 	admin.QPS, admin.Burst = 2000, 4000
-	kube := kubernetes.NewForConfigOrDie(admin)
-	if err := installCRDs(ctx, admin); err != nil {
-		return err
-	}
-	ctl, err := startController(ctx, c, cl.Kubeconfig, dir)
-	if err != nil {
-		return err
-	}
-	defer ctl.stop()
-
-	fmt.Printf("\n%d GenericJobs x %d replicas (with services); controller: %d workers, QPS %.0f, burst %d\n",
-		c.jobs, c.replicas, c.workers, c.qps, c.burst)
-	// The raw loop goes first, and its objects are gone before the controller's run, so that
-	// both start from the same cluster.
-	rawTime, err := runRaw(ctx, c, cl.Config, kube)
-	if err != nil {
-		return err
-	}
-	if err := deleteNamespace(ctx, kube, rawNamespace); err != nil {
-		return err
-	}
-	before, err := scrape(ctl.metrics)
-	if err != nil {
-		return err
-	}
-	controllerTime, err := runJobs(ctx, c, admin, kube)
-	if err != nil {
-		return err
-	}
-	after, err := scrape(ctl.metrics)
-	if err != nil {
-		return err
-	}
-	report(c, controllerTime, rawTime, before, after, ctl.peakRSS())
-	fmt.Printf("controller CPU time: %.1fs (user+system, whole run)\n", ctl.cpuSeconds())
-	return nil
+	return f(cl, admin, kubernetes.NewForConfigOrDie(admin))
 }
 
 func installCRDs(ctx context.Context, config *rest.Config) error {
@@ -150,17 +152,6 @@ func namespace(ctx context.Context, kube kubernetes.Interface, name string) erro
 }
 
 const rawNamespace = "bench-raw"
-
-// deleteNamespace deletes a namespace and waits until it and its pods are gone.
-func deleteNamespace(ctx context.Context, kube kubernetes.Interface, ns string) error {
-	if err := kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
-		return err
-	}
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-}
 
 func podSpec() corev1.PodSpec {
 	return corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "trainer", Command: []string{"train"}}}}

@@ -52,6 +52,11 @@ type Options struct {
 	Detach bool
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
+	// BeforeControllers, when set, runs once the API server is ready and before the
+	// scheduler, controller manager and kwok start: CRDs installed there are known to the
+	// garbage collector from its first discovery, as on a cluster where they were installed
+	// long ago.
+	BeforeControllers func(context.Context, *rest.Config) error
 }
 
 // Cluster is a running control plane.
@@ -157,6 +162,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 	}); err != nil {
 		return nil, err
+	}
+
+	if opts.BeforeControllers != nil {
+		if err := opts.BeforeControllers(ctx, c.Config); err != nil {
+			return nil, err
+		}
 	}
 
 	step("starting kube-scheduler, kube-controller-manager and kwok")

@@ -133,10 +133,10 @@ func StopDir(dir string) error {
 			errs = append(errs, fmt.Errorf("%s (pid %d) did not stop in %s and was killed", e.name, e.pid, stopGrace))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
+	if err := os.Remove(filepath.Join(dir, pidFile)); err != nil {
+		errs = append(errs, err)
 	}
-	return os.Remove(filepath.Join(dir, pidFile))
+	return errors.Join(errs...)
 }
 
 // runs reports whether pid is a live process of the named component (not a zombie, and not a

@@ -45,28 +45,43 @@ func inBatches(n int, write func(i int) error) (int, error) {
 
 // createAll creates the decision's services and pods, side by side, expecting them first so
 // that a sync on a cache that does not show them yet does not create them again. It returns
-// how many were created.
+// how many were created, and reports them in one event (events are writes too).
 func (c *Controller) createAll(ctx context.Context, key string, job Job, d *Decision) (int, error) {
-	var services, pods int
+	var services, pods []string
 	var servicesErr, podsErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		services, servicesErr = create(c, job, servicesKey(key), "services", d.CreateServices, func(s *corev1.Service) error {
+		services, servicesErr = create(c, servicesKey(key), "services", d.CreateServices, func(s *corev1.Service) error {
 			_, err := c.kube.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
 			return err
 		})
 	})
-	pods, podsErr = create(c, job, podsKey(key), "pods", d.CreatePods, func(p *corev1.Pod) error {
+	pods, podsErr = create(c, podsKey(key), "pods", d.CreatePods, func(p *corev1.Pod) error {
 		_, err := c.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
 		return err
 	})
 	wg.Wait()
-	return services + pods, errors.Join(servicesErr, podsErr)
+	var parts []string
+	if len(pods) > 0 {
+		parts = append(parts, "pods "+summarize(pods))
+	}
+	if len(services) > 0 {
+		parts = append(parts, "services "+summarize(services))
+	}
+	if len(parts) > 0 {
+		c.recorder.Eventf(job, corev1.EventTypeNormal, "Created", "Created %s", strings.Join(parts, "; "))
+	}
+	err := errors.Join(servicesErr, podsErr)
+	if err != nil {
+		c.recorder.Eventf(job, corev1.EventTypeWarning, "CreateFailed", "%v", err)
+	}
+	return len(services) + len(pods), err
 }
 
-func create[T metav1.Object](c *Controller, job Job, expectKey, resource string, objs []T, send func(T) error) (int, error) {
+// create sends creations in batches and returns the names of the objects it created.
+func create[T metav1.Object](c *Controller, expectKey, resource string, objs []T, send func(T) error) ([]string, error) {
 	if len(objs) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	c.expect.ExpectCreations(expectKey, len(objs))
 	var mu sync.Mutex
@@ -93,12 +108,8 @@ func create[T metav1.Object](c *Controller, job Job, expectKey, resource string,
 	}
 	if len(created) > 0 {
 		metrics.ChildrenCreated.WithLabelValues(c.kind, resource).Add(float64(len(created)))
-		c.recorder.Eventf(job, corev1.EventTypeNormal, "Created", "Created %s: %s", resource, summarize(created))
 	}
-	if err != nil {
-		c.recorder.Eventf(job, corev1.EventTypeWarning, "CreateFailed", "%v", err)
-	}
-	return len(created), err
+	return created, err
 }
 
 // deleteAll deletes the decision's pods and services, expecting each deletion by UID.

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/t9k-jobs/t9k-jobs/examples"
 	"github.com/t9k-jobs/t9k-jobs/manifests"
@@ -129,9 +130,18 @@ func TestResumeSpecsImmutableOnServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer client.Delete(ctx, name, metav1.DeleteOptions{})
+			// The controller may write the job's status in between: retry on its conflicts.
 			u := &unstructured.Unstructured{Object: updated}
 			u.SetResourceVersion(created.GetResourceVersion())
-			_, err = client.Update(ctx, u, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+			err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				latest, err := client.Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				u.SetResourceVersion(latest.GetResourceVersion())
+				_, err = client.Update(ctx, u, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+				return err
+			})
 			refused := err != nil && strings.Contains(err.Error(), admission.ResumeSpecsImmutable)
 			if refused != tc.Refused || (!tc.Refused && err != nil) {
 				t.Fatalf("refused=%v, want %v: %v", refused, tc.Refused, err)
@@ -209,10 +219,19 @@ func TestTypedClient(t *testing.T) {
 		t.Errorf("template label after create = %q, want a", got)
 	}
 
-	created.Status.Phase = batchv1beta1.JobRunning
-	created.Status.Conditions = []batchv1beta1.JobCondition{{Type: batchv1beta1.JobInitialized, Status: corev1.ConditionTrue, Reason: "-", Message: "The job has been initialized successfully."}}
-	created.Spec.CleanUpPolicy = batchv1beta1.CleanUpAll // must be ignored by the status subresource
-	updated, err := client.UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	// The controller runs this job too and may write its status in between: retry on conflicts.
+	var updated *batchv1beta1.GenericJob
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		latest, err := client.Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		latest.Status.Phase = batchv1beta1.JobRunning
+		latest.Status.Conditions = []batchv1beta1.JobCondition{{Type: batchv1beta1.JobInitialized, Status: corev1.ConditionTrue, Reason: "-", Message: "The job has been initialized successfully."}}
+		latest.Spec.CleanUpPolicy = batchv1beta1.CleanUpAll // must be ignored by the status subresource
+		updated, err = client.UpdateStatus(ctx, latest, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

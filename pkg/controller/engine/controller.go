@@ -436,21 +436,7 @@ func (c *Controller) updatePod(old, cur any) {
 	c.enqueuePodChange(key)
 }
 
-func (c *Controller) deletePod(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	key, ok := c.ownerKey(pod)
-	if !ok {
-		return
-	}
-	c.expect.DeletionObserved(podsKey(key), pod.UID)
-	c.queue.Add(key)
-}
+func (c *Controller) deletePod(obj any) { c.deleteChild(obj, podsKey) }
 
 // enqueuePodChange syncs the job after a pod change; with BatchedPodStatusUpdates the syncs
 // of changes within podBatchPeriod are one, and so is their status write.
@@ -470,16 +456,20 @@ func (c *Controller) addService(obj any) {
 	}
 }
 
-func (c *Controller) deleteService(obj any) {
+func (c *Controller) deleteService(obj any) { c.deleteChild(obj, servicesKey) }
+
+// deleteChild observes the deletion of a pod or service (possibly a tombstone) in the
+// expectations under expectKey(job key), and syncs its job at once.
+func (c *Controller) deleteChild(obj any, expectKey func(string) string) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	svc, ok := obj.(*corev1.Service)
+	child, ok := obj.(metav1.Object)
 	if !ok {
 		return
 	}
-	if key, ok := c.ownerKey(svc); ok {
-		c.expect.DeletionObserved(servicesKey(key), svc.UID)
+	if key, ok := c.ownerKey(child); ok {
+		c.expect.DeletionObserved(expectKey(key), child.GetUID())
 		c.queue.Add(key)
 	}
 }

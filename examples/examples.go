@@ -23,11 +23,6 @@ func Names() []string {
 	return names
 }
 
-// Read returns an example file.
-func Read(name string) ([]byte, error) {
-	return files.ReadFile(name)
-}
-
 // Object returns an example decoded as the API server decodes a request: a JSON object with
 // integers as int64.
 func Object(name string) (map[string]any, error) {

@@ -242,12 +242,6 @@ func runRaw(ctx context.Context, c config, base *rest.Config, admin kubernetes.I
 	return time.Since(start), err
 }
 
-// watchRunningPods counts the Running pods of a namespace from an informer.
-func watchRunningPods(ctx context.Context, kube kubernetes.Interface, ns string) func() int {
-	running, _ := watchPods(ctx, kube, ns)
-	return running
-}
-
 // watchPods counts the pods of a namespace from an informer: Running ones, and all.
 func watchPods(ctx context.Context, kube kubernetes.Interface, ns string) (running, all func() int) {
 	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(ns))

@@ -50,7 +50,7 @@ func restartBackoff(restarts int32) time.Duration {
 func Decide(job Job, plan *Plan, pods []*corev1.Pod, services []*corev1.Service, now time.Time) *Decision {
 	old := job.JobStatus()
 	d := &Decision{Status: &batch.JobStatus{ObservedGeneration: job.GetGeneration()}}
-	finished := hasTrue(old, batch.JobCompleted) || hasTrue(old, batch.JobConditionFailed)
+	finished := Finished(old)
 	paused := plan.Paused && !finished
 	resumed := !plan.Paused && wasPaused(old)
 

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"sync"
@@ -50,6 +51,7 @@ type options struct {
 	leaseNamespace string
 	leaseName      string
 	bindAddress    string
+	profiling      bool
 }
 
 func main() {
@@ -64,6 +66,7 @@ func main() {
 	fs.StringVar(&o.leaseNamespace, "leader-elect-namespace", "", "namespace of the leader election Lease; the controller's own namespace (or default) when empty")
 	fs.StringVar(&o.leaseName, "leader-elect-name", "t9k-job-controller", "name of the leader election Lease")
 	fs.StringVar(&o.bindAddress, "bind-address", ":8080", "address of /metrics, /healthz and /readyz")
+	fs.BoolVar(&o.profiling, "profiling", false, "serve Go profiles at /debug/pprof/ on --bind-address")
 	features.Gates.AddFlag(fs)
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
@@ -107,7 +110,7 @@ func run(ctx context.Context, o options) error {
 	}
 
 	var ready atomic.Bool
-	server := serve(o.bindAddress, &ready)
+	server := serve(o.bindAddress, o.profiling, &ready)
 	defer func() {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -116,7 +119,7 @@ func run(ctx context.Context, o options) error {
 
 	// Events get a client of their own, so that a burst of them never delays the writes that
 	// run jobs (each client has its own rate limiter).
-	events, err := kubernetes.NewForConfig(config)
+	events, err := kubernetes.NewForConfig(kubeConfig)
 	if err != nil {
 		return err
 	}
@@ -232,8 +235,15 @@ func leaderElect(ctx context.Context, o options, kube kubernetes.Interface, run 
 	return lost
 }
 
-func serve(addr string, ready *atomic.Bool) *http.Server {
+func serve(addr string, profiling bool, ready *atomic.Bool) *http.Server {
 	mux := http.NewServeMux()
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {

@@ -154,3 +154,34 @@ func runs(pid int, name string) bool {
 	comm, state := string(stat[open+1:end]), stat[end+2]
 	return state != 'Z' && strings.HasPrefix(name, comm)
 }
+
+// CPUSeconds is the CPU time (user and system) each component has used so far, by name.
+func (c *Cluster) CPUSeconds() map[string]float64 {
+	used := map[string]float64{}
+	for _, p := range c.procs {
+		used[p.name] = ProcessCPUSeconds(p.pid)
+	}
+	return used
+}
+
+// ProcessCPUSeconds is the CPU time (user and system) process pid has used so far; 0 when it
+// cannot be read.
+func ProcessCPUSeconds(pid int) float64 {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	end := strings.LastIndexByte(string(stat), ')')
+	if end < 0 || end+2 >= len(stat) {
+		return 0
+	}
+	// After the command in parentheses, utime and stime are the 12th and 13th fields, in
+	// clock ticks of 1/100 s.
+	fields := strings.Fields(string(stat[end+2:]))
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100
+}

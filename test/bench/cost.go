@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/t9k-jobs/t9k-jobs/test/cluster"
+)
+
+// What a run costs the machine: on 2 cores both runs are bound by CPU, mostly the API
+// server's, so these show where it went.
+
+// cpuUse is the CPU time used so far by each control-plane component, the controller (when
+// running) and this process, which creates the jobs or runs the raw loop.
+func cpuUse(cl *cluster.Cluster, ctl *controllerProcess) map[string]float64 {
+	use := cl.CPUSeconds()
+	if ctl != nil {
+		use["controller"] = ctl.cpuSeconds()
+	}
+	use["bench"] = cluster.ProcessCPUSeconds(os.Getpid())
+	return use
+}
+
+// printCPU prints the CPU time each process used since before, and returns their sum: on 2
+// cores the runs are bound by CPU, so the sum is the work a run costs the machine.
+func printCPU(run string, usage func() map[string]float64, before map[string]float64) float64 {
+	after := usage()
+	var names []string
+	for name := range after {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	total := 0.0
+	fmt.Printf("  %s: CPU", run)
+	for _, name := range names {
+		fmt.Printf(" %s %.1fs", name, after[name]-before[name])
+		total += after[name] - before[name]
+	}
+	fmt.Printf(", in all %.1fs\n", total)
+	return total
+}
+
+// apiserverRequests reads the API server's count of finished requests by verb, resource and
+// subresource, from every client (controllers, kwok, the scheduler, the bench itself).
+func apiserverRequests(ctx context.Context, kube kubernetes.Interface) map[string]float64 {
+	counts := map[string]float64{}
+	body, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return counts
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		rest, ok := strings.CutPrefix(line, "apiserver_request_total{")
+		if !ok {
+			continue
+		}
+		labels, value, _ := strings.Cut(rest, "} ")
+		l := map[string]string{}
+		for _, kv := range strings.Split(labels, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			l[k] = strings.Trim(v, `"`)
+		}
+		if l["code"] == "0" || l["verb"] == "WATCH" {
+			continue // long-running watches counted when they end
+		}
+		{
+			key := l["verb"] + " " + l["resource"]
+			if l["subresource"] != "" {
+				key += "/" + l["subresource"]
+			}
+			n, _ := strconv.ParseFloat(value, 64)
+			counts[key] += n
+		}
+	}
+	return counts
+}
+
+// printRequests prints, with BENCH_DIAG set, the requests the API server served between two
+// readings.
+func printRequests(run string, before, after map[string]float64) {
+	if os.Getenv("BENCH_DIAG") == "" {
+		return
+	}
+	var keys []string
+	for k := range after {
+		if after[k] > before[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	fmt.Printf("  %s: API server requests", run)
+	for _, k := range keys {
+		fmt.Printf(", %s %.0f", k, after[k]-before[k])
+	}
+	fmt.Println()
+}
+
+// profile, when $BENCH_PPROF names a directory, records CPU profiles of the controller and
+// the API server over the next 15 seconds into controller.pprof and kube-apiserver.pprof
+// there (go tool pprof reads them); the returned func waits until both are written.
+func profile(ctx context.Context, ctl *controllerProcess, kube kubernetes.Interface) (wait func()) {
+	dir := os.Getenv("BENCH_PPROF")
+	if dir == "" {
+		return func() {}
+	}
+	const seconds = "15"
+	var wg sync.WaitGroup
+	save := func(name string, get func() ([]byte, error)) {
+		wg.Go(func() {
+			body, err := get()
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, name+".pprof"), body, 0o644)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "bench: profiling %s: %v\n", name, err)
+			}
+		})
+	}
+	save("controller", func() ([]byte, error) {
+		resp, err := http.Get(ctl.addr + "/debug/pprof/profile?seconds=" + seconds)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		return io.ReadAll(resp.Body)
+	})
+	save("kube-apiserver", func() ([]byte, error) {
+		return kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", seconds).DoRaw(ctx)
+	})
+	return wg.Wait
+}

@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/t9k-jobs/t9k-jobs/manifests"
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
+	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
+	"github.com/t9k-jobs/t9k-jobs/test/cluster"
+)
+
+// rawPhase times the raw client-go loop on a fresh cluster of its own.
+func rawPhase(ctx context.Context, c config, dir string) (phase, error) {
+	var p phase
+	err := withCluster(ctx, c, dir, nil, func(cl *cluster.Cluster, admin *rest.Config, kube kubernetes.Interface) error {
+		usage := func() map[string]float64 { return cpuUse(cl, nil) }
+		cpu, requests := usage(), apiserverRequests(ctx, kube)
+		elapsed, err := runRaw(ctx, c, cl.Config, kube)
+		if err != nil {
+			return err
+		}
+		p = phase{elapsed: elapsed, cpu: printCPU("raw", usage, cpu)}
+		printRequests("raw", requests, apiserverRequests(ctx, kube))
+		return nil
+	})
+	return p, err
+}
+
+// controllerPhase times the controller on a fresh cluster of its own, whose CRDs were
+// installed before its controllers started.
+func controllerPhase(ctx context.Context, c config, dir string) (controllerRun, error) {
+	var r controllerRun
+	err := withCluster(ctx, c, dir, installCRDs, func(cl *cluster.Cluster, admin *rest.Config, kube kubernetes.Interface) error {
+		ctl, err := startController(ctx, c, cl.Kubeconfig, filepath.Dir(cl.Dir))
+		if err != nil {
+			return err
+		}
+		defer ctl.stop()
+		before, err := scrape(ctl.metrics)
+		if err != nil {
+			return err
+		}
+		usage := func() map[string]float64 { return cpuUse(cl, ctl) }
+		cpu, requests := usage(), apiserverRequests(ctx, kube)
+		profiled := profile(ctx, ctl, kube)
+		elapsed, err := runJobs(ctx, c, admin, kube)
+		if err != nil {
+			return err
+		}
+		profiled()
+		r.phase = phase{elapsed: elapsed, cpu: printCPU("controller", usage, cpu)}
+		printRequests("controller", requests, apiserverRequests(ctx, kube))
+		after, err := scrape(ctl.metrics)
+		if err != nil {
+			return err
+		}
+		r.requests = requestCounts{}
+		for k, v := range after {
+			r.requests[k] = v - before[k]
+		}
+		r.peakRSS = ctl.peakRSS()
+		return nil
+	})
+	return r, err
+}
+
+// withCluster runs f on a fresh local control plane in dir (setup, if any, runs before its
+// controllers start), with an admin client whose own rate limits never limit the run.
+func withCluster(ctx context.Context, c config, dir string, setup func(context.Context, *rest.Config) error, f func(*cluster.Cluster, *rest.Config, kubernetes.Interface) error) error {
+	cl, err := cluster.Start(ctx, cluster.Options{BinDir: c.binDir, Dir: filepath.Join(dir, "cluster"), Progress: os.Stderr, BeforeControllers: setup})
+	if err != nil {
+		return err
+	}
+	defer cl.Stop()
+	admin := rest.CopyConfig(cl.Config)
+	admin.QPS, admin.Burst = 2000, 4000
+	return f(cl, admin, kubernetes.NewForConfigOrDie(admin))
+}
+
+func installCRDs(ctx context.Context, config *rest.Config) error {
+	crds, err := manifests.CRDs()
+	if err != nil {
+		return err
+	}
+	client := apiextensionsclient.NewForConfigOrDie(config)
+	for _, crd := range crds {
+		if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := versioned.NewForConfigOrDie(config).BatchV1beta1().GenericJobs("default").List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, nil
+	})
+}
+
+func namespace(ctx context.Context, kube kubernetes.Interface, name string) error {
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := kube.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+}
+
+const rawNamespace = "bench-raw"
+
+func podSpec() corev1.PodSpec {
+	return corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "trainer", Command: []string{"train"}}}}
+}
+
+// runJobs creates the jobs and returns the time until every pod and job is Running.
+func runJobs(ctx context.Context, c config, config *rest.Config, kube kubernetes.Interface) (time.Duration, error) {
+	const ns = "bench-controller"
+	if err := namespace(ctx, kube, ns); err != nil {
+		return 0, err
+	}
+	client := versioned.NewForConfigOrDie(config)
+	jobs := client.BatchV1beta1().GenericJobs(ns)
+	pods := watchPods(ctx, kube, ns)
+	runningJobs := watchRunningJobs(ctx, client, ns)
+	start := time.Now()
+	defer showProgress("controller", pods, runningJobs)()
+	err := parallel(16, c.jobs, func(i int) error {
+		_, err := jobs.Create(ctx, &batch.GenericJob{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("job-%04d", i)},
+			Spec: batch.GenericJobSpec{
+				ReplicaSpecs: []batch.GenericReplicaSpec{{Type: "worker", Replicas: ptr.To(int32(c.replicas)),
+					Template: corev1.PodTemplateSpec{Spec: podSpec()}}},
+				Service: &batch.ServiceOption{Ports: []batch.ServicePort{{Name: "http", Port: 2222}}},
+			},
+		}, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	jobsAt := time.Since(start)
+	want := c.jobs * c.replicas
+	var createdAt, podsAt time.Duration
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
+		n, jobsRunning := pods(), runningJobs()
+		if createdAt == 0 && n.created >= want {
+			createdAt = time.Since(start)
+		}
+		if podsAt == 0 && n.running >= want {
+			podsAt = time.Since(start)
+		}
+		return n.running >= want && jobsRunning == c.jobs, nil
+	})
+	fmt.Printf("  controller: jobs created %.1fs, every pod created %.1fs, Running %.1fs, every job Running %.1fs\n",
+		jobsAt.Seconds(), createdAt.Seconds(), podsAt.Seconds(), time.Since(start).Seconds())
+	return time.Since(start), err
+}
+
+// runRaw creates the pods and services the controller would, with a plain client of the
+// controller's rate limits and wire format, c.workers jobs' worth at a time and each job's
+// children in parallel; it returns the time until every pod is Running. The objects carry
+// the controller's labels, selectors and settings, but no owner reference: there is no job to
+// own them, and the garbage collector deletes what a missing owner owns.
+func runRaw(ctx context.Context, c config, base *rest.Config, admin kubernetes.Interface) (time.Duration, error) {
+	const ns = rawNamespace
+	if err := namespace(ctx, admin, ns); err != nil {
+		return 0, err
+	}
+	config := rest.CopyConfig(base)
+	config.QPS, config.Burst = float32(c.qps), c.burst
+	config.ContentType = "application/vnd.kubernetes.protobuf"
+	kube := kubernetes.NewForConfigOrDie(config)
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching() // before its namespace goes
+	pods := watchPods(watchCtx, admin, ns)
+	start := time.Now()
+	defer showProgress("raw", pods, func() int { return 0 })()
+	err := parallel(c.workers, c.jobs, func(i int) error {
+		job, uid := fmt.Sprintf("job-%04d", i), string(uuid.NewUUID())
+		// All of a job's children at once, services and pods side by side, as the controller
+		// sends them.
+		return parallel(2*c.replicas, 2*c.replicas, func(k int) error {
+			r := k % c.replicas
+			name := fmt.Sprintf("%s-worker-%d", job, r)
+			labels := map[string]string{batch.LabelJobName: job, batch.LabelReplicaType: "worker",
+				batch.LabelReplicaIndex: strconv.Itoa(r), batch.LabelControllerUID: uid}
+			if k >= c.replicas {
+				_, err := kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+					ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+					Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: labels, PublishNotReadyAddresses: true,
+						Ports: []corev1.ServicePort{{Name: "http", Port: 2222}}},
+				}, metav1.CreateOptions{})
+				return err
+			}
+			spec := podSpec()
+			spec.RestartPolicy, spec.Hostname, spec.Subdomain = corev1.RestartPolicyNever, name, name
+			_, err := kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: spec}, metav1.CreateOptions{})
+			return err
+		})
+	})
+	if err != nil {
+		return 0, err
+	}
+	createdAt := time.Since(start)
+	want := c.jobs * c.replicas
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
+		return pods().running >= want, nil
+	})
+	fmt.Printf("  raw: every pod created %.1fs, Running %.1fs\n", createdAt.Seconds(), time.Since(start).Seconds())
+	return time.Since(start), err
+}
+
+// podCounts counts a namespace's pods: all of them, those bound to a node, those Running.
+type podCounts struct{ created, scheduled, running int }
+
+// watchPods counts the pods of a namespace from an informer.
+func watchPods(ctx context.Context, kube kubernetes.Interface, ns string) func() podCounts {
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(ns))
+	informer := factory.Core().V1().Pods().Informer()
+	factory.Start(ctx.Done())
+	cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)
+	return func() podCounts {
+		var n podCounts
+		for _, obj := range informer.GetStore().List() {
+			pod := obj.(*corev1.Pod)
+			n.created++
+			if pod.Spec.NodeName != "" {
+				n.scheduled++
+			}
+			if pod.Status.Phase == corev1.PodRunning {
+				n.running++
+			}
+		}
+		return n
+	}
+}
+
+// showProgress prints, with BENCH_DIAG set, a line a second of how far a run has got, once
+// the returned stop is called (printing meanwhile would cost the run CPU).
+func showProgress(run string, pods func() podCounts, jobsRunning func() int) (stop func()) {
+	if os.Getenv("BENCH_DIAG") == "" {
+		return func() {}
+	}
+	start, done := time.Now(), make(chan struct{})
+	var lines []string
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				n := pods()
+				lines = append(lines, fmt.Sprintf("%5.1fs %5d created %5d scheduled %5d Running %4d jobs Running",
+					time.Since(start).Seconds(), n.created, n.scheduled, n.running, jobsRunning()))
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		for _, l := range lines {
+			fmt.Printf("  %s %s\n", run, l)
+		}
+	}
+}
+
+// watchRunningJobs counts the Running GenericJobs of a namespace from an informer, so that
+// waiting costs the API server nothing.
+func watchRunningJobs(ctx context.Context, client versioned.Interface, ns string) func() int {
+	factory := jobinformers.NewSharedInformerFactoryWithOptions(client, 0, jobinformers.WithNamespace(ns))
+	informer := factory.Batch().V1beta1().GenericJobs().Informer()
+	factory.Start(ctx.Done())
+	cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)
+	return func() int {
+		n := 0
+		for _, obj := range informer.GetStore().List() {
+			if obj.(*batch.GenericJob).Status.Phase == batch.JobRunning {
+				n++
+			}
+		}
+		return n
+	}
+}
+
+func parallel(workers, n int, f func(i int) error) error {
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+		next  = make(chan int)
+	)
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				if err := f(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}

@@ -153,7 +153,10 @@ func checkCRDs(kube kubernetes.Interface) error {
 // runAll starts the informers and the controller of every kind, and returns once ctx ends
 // and in-flight syncs are done.
 func runAll(ctx context.Context, o options, kube kubernetes.Interface, jobs versioned.Interface, events kubernetes.Interface, ready *atomic.Bool) {
-	jobFactory := jobinformers.NewSharedInformerFactoryWithOptions(jobs, 0, jobinformers.WithNamespace(o.namespace))
+	// Jobs without managedFields too: the cache is smaller, and so is every status write, which
+	// sends the whole object (the API server keeps the managedFields a write leaves out).
+	jobFactory := jobinformers.NewSharedInformerFactoryWithOptions(jobs, 0, jobinformers.WithNamespace(o.namespace),
+		jobinformers.WithTransform(dropManagedFields))
 	// Pods and services: only the project's children, without managedFields (memory).
 	kubeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
 		informers.WithNamespace(o.namespace),

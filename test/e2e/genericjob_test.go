@@ -135,6 +135,16 @@ func TestGenericExample(t *testing.T) {
 			if len(done.Status.Tasks) != 1 || len(done.Status.Tasks[0].Replicas) != 4 || done.Status.Tasks[0].Replicas[0].Containers[0].ExitCode == nil {
 				t.Errorf("tasks %+v", done.Status.Tasks)
 			}
+			// The controller caches jobs without managedFields and writes status from that
+			// cache: the API server must still hold the creator's entry beside its own.
+			var creator, controller bool
+			for _, m := range done.ManagedFields {
+				creator = creator || (m.Manager != "t9k-job-controller" && m.Subresource == "")
+				controller = controller || (m.Manager == "t9k-job-controller" && m.Subresource == "status")
+			}
+			if !creator || !controller {
+				t.Errorf("managedFields lost an owner: %+v", done.ManagedFields)
+			}
 		})
 	}
 }

@@ -59,29 +59,34 @@ func apiserverRequests(ctx context.Context, kube kubernetes.Interface) map[strin
 		return counts
 	}
 	for _, line := range strings.Split(string(body), "\n") {
-		rest, ok := strings.CutPrefix(line, "apiserver_request_total{")
-		if !ok {
-			continue
+		l, n, ok := sample(line, "apiserver_request_total")
+		if !ok || l["code"] == "0" || l["verb"] == "WATCH" {
+			continue // long-running watches are counted when they end
 		}
-		labels, value, _ := strings.Cut(rest, "} ")
-		l := map[string]string{}
-		for _, kv := range strings.Split(labels, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			l[k] = strings.Trim(v, `"`)
+		key := l["verb"] + " " + l["resource"]
+		if l["subresource"] != "" {
+			key += "/" + l["subresource"]
 		}
-		if l["code"] == "0" || l["verb"] == "WATCH" {
-			continue // long-running watches counted when they end
-		}
-		{
-			key := l["verb"] + " " + l["resource"]
-			if l["subresource"] != "" {
-				key += "/" + l["subresource"]
-			}
-			n, _ := strconv.ParseFloat(value, 64)
-			counts[key] += n
-		}
+		counts[key] += n
 	}
 	return counts
+}
+
+// sample parses one line of the Prometheus text format if it is a sample of metric: its
+// labels and value.
+func sample(line, metric string) (labels map[string]string, value float64, ok bool) {
+	rest, ok := strings.CutPrefix(line, metric+"{")
+	if !ok {
+		return nil, 0, false
+	}
+	text, valueText, _ := strings.Cut(rest, "} ")
+	labels = map[string]string{}
+	for _, kv := range strings.Split(text, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		labels[k] = strings.Trim(v, `"`)
+	}
+	value, err := strconv.ParseFloat(valueText, 64)
+	return labels, value, err == nil
 }
 
 // printRequests prints, with BENCH_DIAG set, the requests the API server served between two

@@ -123,18 +123,9 @@ func scrape(url string) (requestCounts, error) {
 				counts["diag "+name] = n
 			}
 		}
-		rest, ok := strings.CutPrefix(line, "t9k_api_requests_total{")
-		if !ok {
-			continue
+		if l, n, ok := sample(line, "t9k_api_requests_total"); ok {
+			counts[l["verb"]+" "+l["resource"]+" "+l["code"]] = n
 		}
-		labels, value, _ := strings.Cut(rest, "} ")
-		l := map[string]string{}
-		for _, kv := range strings.Split(labels, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			l[k] = strings.Trim(v, `"`)
-		}
-		n, _ := strconv.ParseFloat(value, 64)
-		counts[l["verb"]+" "+l["resource"]+" "+l["code"]] = n
 	}
 	return counts, nil
 }

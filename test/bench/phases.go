@@ -136,8 +136,10 @@ func runJobs(ctx context.Context, c config, config *rest.Config, kube kubernetes
 	}
 	client := versioned.NewForConfigOrDie(config)
 	jobs := client.BatchV1beta1().GenericJobs(ns)
-	pods := watchPods(ctx, kube, ns)
-	runningJobs := watchRunningJobs(ctx, client, ns)
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching() // before its cluster goes
+	pods := watchPods(watchCtx, kube, ns)
+	runningJobs := watchRunningJobs(watchCtx, client, ns)
 	start := time.Now()
 	defer showProgress("controller", pods, runningJobs)()
 	err := parallel(16, c.jobs, func(i int) error {
@@ -187,7 +189,7 @@ func runRaw(ctx context.Context, c config, base *rest.Config, admin kubernetes.I
 	config.ContentType = "application/vnd.kubernetes.protobuf"
 	kube := kubernetes.NewForConfigOrDie(config)
 	watchCtx, stopWatching := context.WithCancel(ctx)
-	defer stopWatching() // before its namespace goes
+	defer stopWatching() // before its cluster goes
 	pods := watchPods(watchCtx, admin, ns)
 	start := time.Now()
 	defer showProgress("raw", pods, func() int { return 0 })()

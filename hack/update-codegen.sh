@@ -14,6 +14,7 @@ BOILERPLATE=hack/boilerplate.go.txt
 # inside the project so nothing outside it changes.
 export GOBIN="$ROOT/bin"
 mkdir -p "$GOBIN"
+go mod download k8s.io/code-generator # a fresh module cache has it listed, not downloaded
 CODEGEN_PKG=$(go list -m -f '{{.Dir}}' k8s.io/code-generator)
 # shellcheck source=/dev/null
 source "$CODEGEN_PKG/kube_codegen.sh"

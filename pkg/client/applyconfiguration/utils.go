@@ -74,6 +74,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &batchv1beta1.ReplicaDebugSetApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ReplicaStatus"):
 		return &batchv1beta1.ReplicaStatusApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("ReplicaTermination"):
+		return &batchv1beta1.ReplicaTerminationApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ResumeSpec"):
 		return &batchv1beta1.ResumeSpecApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("RunMode"):

@@ -58,6 +58,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.PauseMode":                   schema_pkg_apis_batch_v1beta1_PauseMode(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ReplicaDebugSet":             schema_pkg_apis_batch_v1beta1_ReplicaDebugSet(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ReplicaStatus":               schema_pkg_apis_batch_v1beta1_ReplicaStatus(ref),
+		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ReplicaTermination":          schema_pkg_apis_batch_v1beta1_ReplicaTermination(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ResumeSpec":                  schema_pkg_apis_batch_v1beta1_ResumeSpec(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode":                     schema_pkg_apis_batch_v1beta1_RunMode(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SSHConfig":                   schema_pkg_apis_batch_v1beta1_SSHConfig(ref),
@@ -750,6 +751,13 @@ func schema_pkg_apis_batch_v1beta1_ContainerStatus(ref common.ReferenceCallback)
 							Description: "ExitCode of the container, once it has terminated.",
 							Type:        []string{"integer"},
 							Format:      "int32",
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Reason is why the container is in its state, as its node reports it: for a terminated container Completed, Error, OOMKilled, ContainerStatusUnknown ...; for a waiting one ContainerCreating, ImagePullBackOff ...",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 				},
@@ -1667,7 +1675,97 @@ func schema_pkg_apis_batch_v1beta1_ReplicaStatus(ref common.ReferenceCallback) c
 					},
 					"containers": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Containers of the replica's pod.",
+							Description: "Containers of the replica's pod. They are kept once the pod is gone (clean-up, pause), so that a finished job still tells how each replica ended.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ContainerStatus"),
+									},
+								},
+							},
+						},
+					},
+					"node": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Node is the node the replica's pod ran on (kept once the pod is gone).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Reason and Message are the pod's own, when Kubernetes gives them: Evicted, DeadlineExceeded, NodeLost, UnexpectedAdmissionError ...",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"lastTermination": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastTermination is how the replica's previous pod ended, kept when the replica is restarted: its UID, node, pod reason and containers with their exit codes and reasons.",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ReplicaTermination"),
+						},
+					},
+				},
+				Required: []string{"name"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ContainerStatus", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ReplicaTermination"},
+	}
+}
+
+func schema_pkg_apis_batch_v1beta1_ReplicaTermination(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ReplicaTermination is how one pod of a replica ended.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"uid": {
+						SchemaProps: spec.SchemaProps{
+							Description: "UID of the pod.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Phase the pod ended in: Succeeded or Failed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"node": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Node the pod ran on.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Reason and Message are the pod's own, when Kubernetes gives them (Evicted ...).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"containers": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Containers of the pod as they ended.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -1679,7 +1777,7 @@ func schema_pkg_apis_batch_v1beta1_ReplicaStatus(ref common.ReferenceCallback) c
 						},
 					},
 				},
-				Required: []string{"name"},
+				Required: []string{"uid"},
 			},
 		},
 		Dependencies: []string{

@@ -240,6 +240,12 @@ type ContainerStatus struct {
 	// ExitCode of the container, once it has terminated.
 	// +optional
 	ExitCode *int32 `json:"exitCode,omitempty"`
+
+	// Reason is why the container is in its state, as its node reports it: for a terminated
+	// container Completed, Error, OOMKilled, ContainerStatusUnknown ...; for a waiting one
+	// ContainerCreating, ImagePullBackOff ...
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }
 
 // ReplicaStatus is the state of one replica and the pod that runs it.
@@ -259,9 +265,50 @@ type ReplicaStatus struct {
 	// +optional
 	RestartCount int32 `json:"restartCount,omitempty"`
 
-	// Containers of the replica's pod.
+	// Containers of the replica's pod. They are kept once the pod is gone (clean-up, pause),
+	// so that a finished job still tells how each replica ended.
 	// +optional
 	Containers []ContainerStatus `json:"containers"`
+
+	// Node is the node the replica's pod ran on (kept once the pod is gone).
+	// +optional
+	Node string `json:"node,omitempty"`
+
+	// Reason and Message are the pod's own, when Kubernetes gives them: Evicted,
+	// DeadlineExceeded, NodeLost, UnexpectedAdmissionError ...
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// LastTermination is how the replica's previous pod ended, kept when the replica is
+	// restarted: its UID, node, pod reason and containers with their exit codes and reasons.
+	// +optional
+	LastTermination *ReplicaTermination `json:"lastTermination,omitempty"`
+}
+
+// ReplicaTermination is how one pod of a replica ended.
+type ReplicaTermination struct {
+	// UID of the pod.
+	UID types.UID `json:"uid"`
+
+	// Phase the pod ended in: Succeeded or Failed.
+	// +optional
+	Phase ReplicaPhase `json:"phase,omitempty"`
+
+	// Node the pod ran on.
+	// +optional
+	Node string `json:"node,omitempty"`
+
+	// Reason and Message are the pod's own, when Kubernetes gives them (Evicted ...).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// Containers of the pod as they ended.
+	// +optional
+	Containers []ContainerStatus `json:"containers,omitempty"`
 }
 
 // TaskStatus is the state of the replicas of one type.

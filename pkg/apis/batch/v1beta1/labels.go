@@ -11,6 +11,10 @@ const (
 	// LabelControllerUID is the UID of the job a child belongs to: a new job with the name of
 	// a deleted one never selects the old one's children.
 	LabelControllerUID = GroupName + "/controller-uid"
+	// AnnotationRunMode marks the pods created in debug mode ("debug"), so that status tells
+	// what the pods run, not what the spec asks for now.
+	AnnotationRunMode = GroupName + "/run-mode"
+	RunModeDebug      = "debug"
 
 	// T9kSchedulerName is the schedulerName of pods placed by T9k Scheduler.
 	T9kSchedulerName = "t9k-scheduler"

@@ -2550,6 +2550,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+    - name: reason
+      type:
+        scalar: string
     - name: state
       type:
         scalar: string
@@ -2858,11 +2861,23 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ContainerStatus
           elementRelationship: atomic
+    - name: lastTermination
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ReplicaTermination
+    - name: message
+      type:
+        scalar: string
     - name: name
       type:
         scalar: string
       default: ""
+    - name: node
+      type:
+        scalar: string
     - name: phase
+      type:
+        scalar: string
+    - name: reason
       type:
         scalar: string
     - name: restartCount
@@ -2871,6 +2886,31 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: uid
       type:
         scalar: string
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ReplicaTermination
+  map:
+    fields:
+    - name: containers
+      type:
+        list:
+          elementType:
+            namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ContainerStatus
+          elementRelationship: atomic
+    - name: message
+      type:
+        scalar: string
+    - name: node
+      type:
+        scalar: string
+    - name: phase
+      type:
+        scalar: string
+    - name: reason
+      type:
+        scalar: string
+    - name: uid
+      type:
+        scalar: string
+      default: ""
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ResumeSpec
   map:
     fields:

@@ -33,6 +33,10 @@ type ContainerStatusApplyConfiguration struct {
 	State *batchv1beta1.ContainerState `json:"state,omitempty"`
 	// ExitCode of the container, once it has terminated.
 	ExitCode *int32 `json:"exitCode,omitempty"`
+	// Reason is why the container is in its state, as its node reports it: for a terminated
+	// container Completed, Error, OOMKilled, ContainerStatusUnknown ...; for a waiting one
+	// ContainerCreating, ImagePullBackOff ...
+	Reason *string `json:"reason,omitempty"`
 }
 
 // ContainerStatusApplyConfiguration constructs a declarative configuration of the ContainerStatus type for use with
@@ -62,5 +66,13 @@ func (b *ContainerStatusApplyConfiguration) WithState(value batchv1beta1.Contain
 // If called multiple times, the ExitCode field is set to the value of the last call.
 func (b *ContainerStatusApplyConfiguration) WithExitCode(value int32) *ContainerStatusApplyConfiguration {
 	b.ExitCode = &value
+	return b
+}
+
+// WithReason sets the Reason field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Reason field is set to the value of the last call.
+func (b *ContainerStatusApplyConfiguration) WithReason(value string) *ContainerStatusApplyConfiguration {
+	b.Reason = &value
 	return b
 }

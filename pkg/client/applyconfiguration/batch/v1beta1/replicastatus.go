@@ -36,8 +36,18 @@ type ReplicaStatusApplyConfiguration struct {
 	Phase *batchv1beta1.ReplicaPhase `json:"phase,omitempty"`
 	// RestartCount is how many times the controller has restarted this replica.
 	RestartCount *int32 `json:"restartCount,omitempty"`
-	// Containers of the replica's pod.
+	// Containers of the replica's pod. They are kept once the pod is gone (clean-up, pause),
+	// so that a finished job still tells how each replica ended.
 	Containers []ContainerStatusApplyConfiguration `json:"containers,omitempty"`
+	// Node is the node the replica's pod ran on (kept once the pod is gone).
+	Node *string `json:"node,omitempty"`
+	// Reason and Message are the pod's own, when Kubernetes gives them: Evicted,
+	// DeadlineExceeded, NodeLost, UnexpectedAdmissionError ...
+	Reason  *string `json:"reason,omitempty"`
+	Message *string `json:"message,omitempty"`
+	// LastTermination is how the replica's previous pod ended, kept when the replica is
+	// restarted: its UID, node, pod reason and containers with their exit codes and reasons.
+	LastTermination *ReplicaTerminationApplyConfiguration `json:"lastTermination,omitempty"`
 }
 
 // ReplicaStatusApplyConfiguration constructs a declarative configuration of the ReplicaStatus type for use with
@@ -88,5 +98,37 @@ func (b *ReplicaStatusApplyConfiguration) WithContainers(values ...*ContainerSta
 		}
 		b.Containers = append(b.Containers, *values[i])
 	}
+	return b
+}
+
+// WithNode sets the Node field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Node field is set to the value of the last call.
+func (b *ReplicaStatusApplyConfiguration) WithNode(value string) *ReplicaStatusApplyConfiguration {
+	b.Node = &value
+	return b
+}
+
+// WithReason sets the Reason field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Reason field is set to the value of the last call.
+func (b *ReplicaStatusApplyConfiguration) WithReason(value string) *ReplicaStatusApplyConfiguration {
+	b.Reason = &value
+	return b
+}
+
+// WithMessage sets the Message field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Message field is set to the value of the last call.
+func (b *ReplicaStatusApplyConfiguration) WithMessage(value string) *ReplicaStatusApplyConfiguration {
+	b.Message = &value
+	return b
+}
+
+// WithLastTermination sets the LastTermination field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LastTermination field is set to the value of the last call.
+func (b *ReplicaStatusApplyConfiguration) WithLastTermination(value *ReplicaTerminationApplyConfiguration) *ReplicaStatusApplyConfiguration {
+	b.LastTermination = value
 	return b
 }

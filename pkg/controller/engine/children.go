@@ -58,6 +58,12 @@ func newPod(job Job, plan *Plan, g Group, rank int32, resumed bool) *corev1.Pod 
 		}
 		pod.Annotations[batch.AnnotationPriority] = strconv.Itoa(int(s.Priority))
 	}
+	if plan.Debug {
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[batch.AnnotationRunMode] = batch.RunModeDebug
+	}
 	switch {
 	case plan.Debug && g.Debug != nil:
 		applyRunSetting(pod, g.MainContainer, g.Debug.SkipInitContainer, g.Debug.Command, nil, true)

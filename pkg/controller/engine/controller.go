@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -49,6 +51,9 @@ type Controller struct {
 	// written holds, per job key, the resourceVersion of the controller's last status write,
 	// until the cache shows it: a sync on an older copy would count a restart again.
 	written sync.Map // key -> writtenStatus
+	// endSeen holds, per pod UID, when the pod was first seen ended: restart backoffs count
+	// from there (a container's finishedAt has one-second resolution).
+	endSeen sync.Map // types.UID -> time.Time
 
 	now func() time.Time
 }
@@ -194,11 +199,11 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if err != nil {
 		return 0, c.failInvalid(ctx, key, job, err)
 	}
-	pods, services, err := c.children(job)
+	children, err := c.children(job)
 	if err != nil {
 		return 0, err
 	}
-	d := Decide(job, plan, pods, services, c.now())
+	d := Decide(job, plan, children, c.now())
 	if err := c.apply(ctx, key, job, d); err != nil {
 		return 0, err
 	}
@@ -246,11 +251,11 @@ func (c *Controller) failInvalid(ctx context.Context, key string, job Job, planE
 	if err := c.writeStatus(ctx, key, job, FailedStatus(job, "InvalidSpec", planErr.Error(), c.now())); err != nil {
 		return err
 	}
-	pods, services, err := c.children(job)
+	children, err := c.children(job)
 	if err != nil {
 		return err
 	}
-	return c.deleteAll(ctx, key, job, &Decision{DeletePods: cleanUp(&Plan{CleanUp: batch.CleanUpUnfinished}, pods, nil), DeleteServices: live(services)})
+	return c.deleteAll(ctx, key, job, &Decision{DeletePods: cleanUp(&Plan{CleanUp: batch.CleanUpUnfinished}, children.Pods, nil), DeleteServices: live(children.Services)})
 }
 
 func (c *Controller) recordOutcome(job Job, d *Decision) {
@@ -265,9 +270,40 @@ func (c *Controller) recordOutcome(job Job, d *Decision) {
 		c.recorder.Event(job, eventType, reason, d.Outcome.Message)
 	}
 	for _, name := range d.Restarted {
-		c.recorder.Eventf(job, corev1.EventTypeWarning, "Restarting", "Restarting replica %s", name)
+		c.recorder.Eventf(job, corev1.EventTypeWarning, "Restarting", "Restarting replica %s%s", name, endingText(d.Status, name))
 		metrics.Restarts.WithLabelValues(c.kind).Inc()
 	}
+}
+
+// endingText says how the last pod of a replica ended, for events: ": its pod failed with exit
+// code 137 (OOMKilled) on node-1".
+func endingText(s *batch.JobStatus, name string) string {
+	for _, t := range s.Tasks {
+		for _, r := range t.Replicas {
+			if r.Name != name || r.LastTermination == nil {
+				continue
+			}
+			e := r.LastTermination
+			text := ": its pod " + strings.ToLower(string(e.Phase))
+			for _, cs := range e.Containers {
+				if cs.ExitCode != nil && *cs.ExitCode != 0 {
+					text += fmt.Sprintf(" with exit code %d", *cs.ExitCode)
+					if cs.Reason != "" {
+						text += " (" + cs.Reason + ")"
+					}
+					break
+				}
+			}
+			if e.Reason != "" {
+				text += ", " + e.Reason
+			}
+			if e.Node != "" {
+				text += " on " + e.Node
+			}
+			return text
+		}
+	}
+	return ""
 }
 
 // byJob indexes pods and services by the UID of their job, so that a sync reads its own
@@ -285,15 +321,16 @@ func jobUIDOf(obj any) ([]string, error) {
 	return nil, nil
 }
 
-// children lists the pods and services job controls, from the informer caches.
-func (c *Controller) children(job Job) ([]*corev1.Pod, []*corev1.Service, error) {
+// children lists the pods and services job controls, from the informer caches, and when the
+// ended ones were seen to end.
+func (c *Controller) children(job Job) (Children, error) {
 	podObjs, err := c.pods.ByIndex(byJob, string(job.GetUID()))
 	if err != nil {
-		return nil, nil, err
+		return Children{}, err
 	}
 	serviceObjs, err := c.services.ByIndex(byJob, string(job.GetUID()))
 	if err != nil {
-		return nil, nil, err
+		return Children{}, err
 	}
 	pods := make([]*corev1.Pod, 0, len(podObjs))
 	for _, o := range podObjs {
@@ -303,7 +340,16 @@ func (c *Controller) children(job Job) ([]*corev1.Pod, []*corev1.Service, error)
 	for _, o := range serviceObjs {
 		services = append(services, o.(*corev1.Service))
 	}
-	return owned(job, pods), owned(job, services), nil
+	ch := Children{Pods: owned(job, pods), Services: owned(job, services)}
+	for _, p := range ch.Pods {
+		if seen, ok := c.endSeen.Load(p.UID); ok {
+			if ch.EndSeen == nil {
+				ch.EndSeen = map[types.UID]time.Time{}
+			}
+			ch.EndSeen[p.UID] = seen.(time.Time)
+		}
+	}
+	return ch, nil
 }
 
 // writeStatus writes status when it differs from the job's, and counts the phase change.
@@ -415,7 +461,15 @@ func (c *Controller) addPod(obj any) {
 	} else {
 		c.expect.CreationObserved(podsKey(key))
 	}
+	c.noteEnd(pod)
 	c.enqueuePodChange(key)
+}
+
+// noteEnd records when a pod was first seen ended.
+func (c *Controller) noteEnd(pod *corev1.Pod) {
+	if podEnded(pod) {
+		c.endSeen.LoadOrStore(pod.UID, c.now())
+	}
 }
 
 func (c *Controller) updatePod(old, cur any) {
@@ -433,10 +487,19 @@ func (c *Controller) updatePod(old, cur any) {
 		c.queue.Add(key)
 		return
 	}
+	c.noteEnd(pod)
 	c.enqueuePodChange(key)
 }
 
-func (c *Controller) deletePod(obj any) { c.deleteChild(obj, podsKey) }
+func (c *Controller) deletePod(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if pod, ok := obj.(*corev1.Pod); ok {
+		c.endSeen.Delete(pod.UID)
+	}
+	c.deleteChild(obj, podsKey)
+}
 
 // enqueuePodChange syncs the job after a pod change; with BatchedPodStatusUpdates the syncs
 // of changes within podBatchPeriod are one, and so is their status write.

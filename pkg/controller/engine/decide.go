@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
@@ -43,16 +44,33 @@ func restartBackoff(restarts int32) time.Duration {
 	return min(d, maxRestartBackoff)
 }
 
-// Decide compares a job's plan with its pods and services (those it owns) and decides the
-// next status and writes. It is a pure function of its inputs, so that every rule has a unit
-// test; the status it returns already counts the restarts it orders, which is what makes a
-// restart count survive a crash between the status write and the pod deletion.
-func Decide(job Job, plan *Plan, pods []*corev1.Pod, services []*corev1.Service, now time.Time) *Decision {
+// Children are what the controller sees of a job's children.
+type Children struct {
+	Pods     []*corev1.Pod
+	Services []*corev1.Service
+	// EndSeen is when the controller first saw each ended pod (by UID) as ended. A
+	// container's finishedAt is truncated to the second; this keeps restart backoffs from
+	// starting up to a second before the pod really ended.
+	EndSeen map[types.UID]time.Time
+}
+
+// Decide compares a job's plan with its children and decides the next status and writes. It
+// is a pure function of its inputs, so that every rule has a unit test; the status it returns
+// already counts the restarts it orders, which is what makes a restart count survive a crash
+// between the status write and the pod deletion.
+//
+// It decides in two steps: first every replica as it is and what it would do (restart, be
+// created), and the outcome on that; then, only if the job goes on, the restarts and
+// creations. A sync that ends the job restarts nothing: a restart is counted only when it
+// happens.
+func Decide(job Job, plan *Plan, children Children, now time.Time) *Decision {
 	old := job.JobStatus()
 	d := &Decision{Status: &batch.JobStatus{ObservedGeneration: job.GetGeneration()}}
-	finished := Finished(old)
-	paused := plan.Paused && !finished
+	x := &decider{plan: plan, now: now, endSeen: children.EndSeen, d: d}
+	x.finished = Finished(old)
+	x.paused = plan.Paused && !x.finished
 	resumed := !plan.Paused && wasPaused(old)
+	pods := children.Pods
 
 	podByName := make(map[string]*corev1.Pod, len(pods))
 	for _, p := range pods {
@@ -62,80 +80,47 @@ func Decide(job Job, plan *Plan, pods []*corev1.Pod, services []*corev1.Service,
 	for _, task := range old.Tasks {
 		for _, r := range task.Replicas {
 			prevByName[r.Name] = r
+			x.totalRestarts += r.RestartCount
 		}
 	}
-	totalRestarts := int32(0)
-	for _, r := range prevByName {
-		totalRestarts += r.RestartCount
-	}
 
-	replicas := Replicas{}
+	var all []*replica
+	views := Replicas{}
 	desired := map[string]bool{}
-	var failedNames []string
-	for _, g := range plan.Groups {
-		task := batch.TaskStatus{Type: g.Type}
+	for gi := range plan.Groups {
+		g := &plan.Groups[gi]
 		for rank := range g.Replicas {
 			name := ChildName(job.GetName(), g.Type, rank)
 			desired[name] = true
-			prev := prevByName[name]
-			r := batch.ReplicaStatus{Name: name, UID: prev.UID, Phase: prev.Phase, RestartCount: prev.RestartCount, Containers: []batch.ContainerStatus{}}
-			view := Replica{Phase: prev.Phase}
-			pod := podByName[name]
-			switch {
-			case pod != nil && pod.DeletionTimestamp != nil:
-				r.UID, r.Phase = pod.UID, batch.ReplicaDeleted
-				r.Containers = containerStatuses(pod)
-				view = Replica{Phase: batch.ReplicaDeleted}
-			case pod != nil:
-				r.UID, r.Phase, r.Containers = pod.UID, replicaPhase(pod), containerStatuses(pod)
-				view = Replica{Phase: r.Phase, ExitCode: exitCode(pod)}
-				ended := pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
-				if !ended {
-					break
-				}
-				if prev.UID == pod.UID && prev.Phase == batch.ReplicaDeleted {
-					// This pod's restart is counted already (an earlier sync wrote it, then
-					// stopped before or while deleting): finish the restart, do not count again.
-					r.Phase = batch.ReplicaDeleted
-					view.Phase = batch.ReplicaDeleted
-					if !finished && !paused {
-						d.DeletePods = append(d.DeletePods, pod)
-					}
-					break
-				}
-				if finished || paused || !wantsRestart(g, pod) || !restartsLeft(g, plan, r.RestartCount, totalRestarts) {
-					view.Final = true
-					break
-				}
-				if wait := restartBackoff(r.RestartCount) - now.Sub(endTime(pod, now)); wait > 0 {
-					d.RequeueAfter = minPositive(d.RequeueAfter, wait)
-					break
-				}
-				r.RestartCount++
-				totalRestarts++
-				r.Phase, view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
-				d.DeletePods = append(d.DeletePods, pod)
-				d.Restarted = append(d.Restarted, name)
-			default: // no pod
-				switch {
-				case prev.Phase == batch.ReplicaSucceeded || prev.Phase == batch.ReplicaFailed:
-					// It ended for good and its pod was cleaned up (or deleted by hand):
-					// keep what it did.
-					view.Final = true
-				case finished || paused:
-					r.Phase, view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
-				default:
-					r.UID, r.Phase = "", batch.ReplicaCreating
-					view.Phase = batch.ReplicaCreating
-					d.CreatePods = append(d.CreatePods, newPod(job, plan, g, rank, resumed))
-				}
+			r := x.observe(g, rank, prevByName[name], podByName[name])
+			r.status.Name = name
+			all = append(all, r)
+			views[g.Type] = append(views[g.Type], r.view)
+		}
+	}
+
+	outcome := (*Outcome)(nil)
+	if !x.finished && !x.paused && !plan.Debug && plan.Outcome != nil {
+		if outcome = plan.Outcome(views); outcome != nil {
+			d.Outcome = outcome
+			x.finished = true
+		}
+	}
+
+	var failedNames []string
+	for _, r := range all {
+		x.carryOut(job, r, resumed)
+		if r.status.Phase == batch.ReplicaFailed || (r.pod != nil && r.pod.Status.Phase == corev1.PodFailed) {
+			failedNames = append(failedNames, failureText(r.status))
+		}
+	}
+	for _, g := range plan.Groups {
+		task := batch.TaskStatus{Type: g.Type}
+		for _, r := range all {
+			if r.group.Type == g.Type {
+				task.RestartCount += r.status.RestartCount
+				task.Replicas = append(task.Replicas, r.status)
 			}
-			if r.Phase == batch.ReplicaFailed || (pod != nil && pod.Status.Phase == corev1.PodFailed) {
-				failedNames = append(failedNames, failureText(name, pod))
-			}
-			task.RestartCount += r.RestartCount
-			task.Replicas = append(task.Replicas, r)
-			replicas[g.Type] = append(replicas[g.Type], view)
 		}
 		d.Status.Tasks = append(d.Status.Tasks, task)
 	}
@@ -147,32 +132,207 @@ func Decide(job Job, plan *Plan, pods []*corev1.Pod, services []*corev1.Service,
 		}
 	}
 
-	outcome := (*Outcome)(nil)
-	if !finished && !paused && !plan.Debug && plan.Outcome != nil {
-		outcome = plan.Outcome(replicas)
-		if outcome != nil {
-			// The job ends now: replicas missing this very sync are not created any more.
-			d.Outcome, d.CreatePods = outcome, nil
-			finished = true
-		}
-	}
-
 	switch {
-	case finished:
+	case x.finished:
 		d.DeletePods = append(d.DeletePods, cleanUp(plan, pods, d.DeletePods)...)
 		if plan.CleanUp != batch.CleanUpNone {
-			d.DeleteServices = append(d.DeleteServices, live(services)...)
+			d.DeleteServices = append(d.DeleteServices, live(children.Services)...)
 		}
-	case paused:
+	case x.paused:
 		d.DeletePods = append(d.DeletePods, unlisted(live(pods), d.DeletePods)...)
-		d.DeleteServices = append(d.DeleteServices, live(services)...)
+		d.DeleteServices = append(d.DeleteServices, live(children.Services)...)
 	default:
-		d.CreateServices, d.DeleteServices = servicePlan(job, plan, desired, services)
+		d.CreateServices, d.DeleteServices = servicePlan(job, plan, desired, children.Services)
 	}
 
-	setPhaseAndConditions(d.Status, old, plan, outcome, paused, resumed, failedNames, pods, now)
+	setPhaseAndConditions(d.Status, old, plan, outcome, x.paused, resumed, failedNames, pods, now)
 	d.Status.Aggregate = aggregate(d.Status.Tasks)
 	return d
+}
+
+// decider holds what one Decide call knows across replicas.
+type decider struct {
+	plan     *Plan
+	now      time.Time
+	endSeen  map[types.UID]time.Time
+	d        *Decision
+	finished bool
+	paused   bool
+	// totalRestarts counts the job's restarts, those this decision would order included, for
+	// the plan's backoff limit.
+	totalRestarts int32
+}
+
+// replicaAction is what a replica would do next, if the job goes on.
+type replicaAction int
+
+const (
+	noAction replicaAction = iota
+	// needsPod: the replica has no pod.
+	needsPod
+	// restartNow: its pod ended and its policy and limits restart it now.
+	restartNow
+	// finishRestart: an earlier decision counted a restart whose pod is still to be deleted
+	// or created (the controller stopped half-way, or a delete was refused).
+	finishRestart
+)
+
+// replica is one replica while a decision is made.
+type replica struct {
+	group  *Group
+	rank   int32
+	pod    *corev1.Pod
+	status batch.ReplicaStatus
+	view   Replica
+	action replicaAction
+}
+
+// observe reports a replica as it is and says what it would do.
+func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *corev1.Pod) *replica {
+	r := &replica{group: g, rank: rank, pod: pod, status: prev, view: Replica{Phase: prev.Phase}}
+	if r.status.Containers == nil {
+		r.status.Containers = []batch.ContainerStatus{}
+	}
+	counted := restartCounted(prev)
+	switch {
+	case pod != nil && pod.DeletionTimestamp != nil:
+		fromPod(&r.status, pod)
+		r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
+		if counted && prev.UID == pod.UID {
+			r.action = finishRestart
+		}
+	case pod != nil:
+		fromPod(&r.status, pod)
+		r.view = Replica{Phase: r.status.Phase, ExitCode: exitCode(pod)}
+		if !podEnded(pod) {
+			break
+		}
+		if prev.UID == pod.UID && prev.Phase == batch.ReplicaDeleted {
+			// This pod's restart is counted already: finish it, do not count it again.
+			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
+			r.action = finishRestart
+			break
+		}
+		if x.finished || x.paused || !wantsRestart(*g, pod) || !restartsLeft(*g, x.plan, r.status.RestartCount, x.totalRestarts) {
+			r.view.Final = true
+			break
+		}
+		if wait := restartBackoff(r.status.RestartCount) - x.now.Sub(x.endTime(pod)); wait > 0 {
+			x.d.RequeueAfter = minPositive(x.d.RequeueAfter, wait)
+			break
+		}
+		x.totalRestarts++ // reserved, so that the backoff limit holds across replicas
+		r.action = restartNow
+	default: // no pod
+		switch {
+		case counted:
+			r.action = finishRestart
+		case prev.Phase == batch.ReplicaSucceeded || prev.Phase == batch.ReplicaFailed:
+			// It ended for good and its pod was cleaned up (or deleted by hand): keep what
+			// it did.
+			r.view.Final = true
+		case x.finished || x.paused:
+			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
+		default:
+			r.action = needsPod
+			r.view.Phase = batch.ReplicaCreating
+		}
+	}
+	return r
+}
+
+// carryOut orders what observe said a replica would do, now that the outcome is known: a job
+// that has ended restarts and creates nothing, and takes back a restart it counted but did
+// not carry out.
+func (x *decider) carryOut(job Job, r *replica, resumed bool) {
+	d := x.d
+	switch r.action {
+	case needsPod:
+		if x.finished {
+			r.status.Phase = batch.ReplicaDeleted
+			return
+		}
+		x.createPod(job, r, resumed)
+	case restartNow:
+		if x.finished {
+			return // the replica keeps its pod and its ending; clean-up decides the pod
+		}
+		r.status.LastTermination = termination(r.pod)
+		r.status.RestartCount++
+		r.status.Phase = batch.ReplicaDeleted
+		d.DeletePods = append(d.DeletePods, r.pod)
+		d.Restarted = append(d.Restarted, r.status.Name)
+	case finishRestart:
+		switch {
+		case x.finished:
+			takeBackRestart(r)
+		case x.paused:
+			// Pause deletes the pod; resume creates the replica again.
+		case r.pod == nil:
+			x.createPod(job, r, resumed)
+		case r.pod.DeletionTimestamp == nil:
+			d.DeletePods = append(d.DeletePods, r.pod)
+		}
+	}
+}
+
+func (x *decider) createPod(job Job, r *replica, resumed bool) {
+	r.status.UID, r.status.Phase = "", batch.ReplicaCreating
+	r.status.Containers, r.status.Node, r.status.Reason, r.status.Message = []batch.ContainerStatus{}, "", "", ""
+	x.d.CreatePods = append(x.d.CreatePods, newPod(job, x.plan, *r.group, r.rank, resumed))
+}
+
+// restartCounted reports whether a replica's status counts a restart of its current pod that
+// has not been carried out yet: the pod is marked Deleted and its ending recorded.
+func restartCounted(s batch.ReplicaStatus) bool {
+	return s.Phase == batch.ReplicaDeleted && s.UID != "" && s.LastTermination != nil && s.LastTermination.UID == s.UID
+}
+
+// takeBackRestart undoes the count of a restart that will not happen because the job ended
+// first, so that a replica's restart count stays the number of pods it had, minus one. It
+// is reported as its pod ended.
+func takeBackRestart(r *replica) {
+	s := &r.status
+	s.RestartCount--
+	if r.pod != nil {
+		if r.pod.DeletionTimestamp == nil {
+			s.Phase = replicaPhase(r.pod)
+		}
+	} else if t := s.LastTermination; t != nil {
+		s.Phase, s.Node, s.Reason, s.Message, s.Containers = t.Phase, t.Node, t.Reason, t.Message, t.Containers
+	}
+	s.LastTermination = nil
+}
+
+// endTime is when a pod's backoff starts: when it ended. A container's finishedAt is
+// truncated to the second, so the pod ended within the second that follows it; the
+// controller's own sighting of the end, when earlier than that, is closer and never before
+// the end. With neither, now.
+func (x *decider) endTime(pod *corev1.Pod) time.Time {
+	end := x.now
+	if f := finishedAt(pod); !f.IsZero() {
+		end = f.Add(time.Second)
+	}
+	if seen, ok := x.endSeen[pod.UID]; ok && seen.Before(end) {
+		end = seen
+	}
+	return end
+}
+
+func podEnded(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
+}
+
+// fromPod reports a replica's pod in its status.
+func fromPod(s *batch.ReplicaStatus, pod *corev1.Pod) {
+	s.UID, s.Phase, s.Containers = pod.UID, replicaPhase(pod), containerStatuses(pod)
+	s.Node, s.Reason, s.Message = pod.Spec.NodeName, pod.Status.Reason, pod.Status.Message
+}
+
+// termination records how a pod ended.
+func termination(pod *corev1.Pod) *batch.ReplicaTermination {
+	return &batch.ReplicaTermination{UID: pod.UID, Phase: replicaPhase(pod), Node: pod.Spec.NodeName,
+		Reason: pod.Status.Reason, Message: pod.Status.Message, Containers: containerStatuses(pod)}
 }
 
 func wantsRestart(g Group, pod *corev1.Pod) bool {
@@ -288,11 +448,14 @@ func containerStatuses(pod *corev1.Pod) []batch.ContainerStatus {
 		switch {
 		case cs.State.Terminated != nil:
 			code := cs.State.Terminated.ExitCode
-			s.State, s.ExitCode = batch.ContainerTerminated, &code
+			s.State, s.ExitCode, s.Reason = batch.ContainerTerminated, &code, cs.State.Terminated.Reason
 		case cs.State.Running != nil:
 			s.State = batch.ContainerRunning
 		default:
 			s.State = batch.ContainerWaiting
+			if w := cs.State.Waiting; w != nil {
+				s.Reason = w.Reason
+			}
 		}
 		out = append(out, s)
 	}
@@ -309,27 +472,26 @@ func exitCode(pod *corev1.Pod) int32 {
 	return 0
 }
 
-// endTime is when a pod's last container ended (now when it does not say).
-func endTime(pod *corev1.Pod, now time.Time) time.Time {
+// finishedAt is when a pod's last container ended, as its node reports it (zero when it does
+// not say).
+func finishedAt(pod *corev1.Pod) time.Time {
 	var end time.Time
 	for _, cs := range pod.Status.ContainerStatuses {
 		if t := cs.State.Terminated; t != nil && t.FinishedAt.After(end) {
 			end = t.FinishedAt.Time
 		}
 	}
-	if end.IsZero() {
-		return now
-	}
 	return end
 }
 
-func failureText(name string, pod *corev1.Pod) string {
-	if pod != nil {
-		if code := exitCode(pod); code != 0 {
-			return fmt.Sprintf("%s (exit code %d)", name, code)
+// failureText names a failed replica with the exit code status keeps for it.
+func failureText(s batch.ReplicaStatus) string {
+	for _, c := range s.Containers {
+		if c.ExitCode != nil && *c.ExitCode != 0 {
+			return fmt.Sprintf("%s (exit code %d)", s.Name, *c.ExitCode)
 		}
 	}
-	return name
+	return s.Name
 }
 
 func minPositive(a, b time.Duration) time.Duration {

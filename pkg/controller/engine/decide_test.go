@@ -305,7 +305,8 @@ func TestDecide(t *testing.T) {
 			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 3)),
 			pods: func() []*corev1.Pod {
 				p := pod("job-worker-0", "uid-0", corev1.PodFailed, 1)
-				p.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.NewTime(now.Add(-time.Second))
+				// finishedAt is truncated to the second: the pod ended by now-1s at the latest.
+				p.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.NewTime(now.Add(-2 * time.Second))
 				return []*corev1.Pod{p}
 			}(),
 			check: func(t *testing.T, d *Decision) {
@@ -516,7 +517,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.check(t, Decide(testJob(tc.status), &tc.plan, tc.pods, tc.services, now))
+			tc.check(t, Decide(testJob(tc.status), &tc.plan, Children{Pods: tc.pods, Services: tc.services}, now))
 		})
 	}
 }
@@ -526,13 +527,13 @@ func TestDecide(t *testing.T) {
 func TestConditionTimesHold(t *testing.T) {
 	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Outcome: allSucceed}
 	pods := []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodRunning, 0)}
-	first := Decide(testJob(batch.JobStatus{}), plan, pods, nil, now)
-	second := Decide(testJob(*first.Status), plan, pods, nil, now.Add(time.Minute))
+	first := Decide(testJob(batch.JobStatus{}), plan, Children{Pods: pods}, now)
+	second := Decide(testJob(*first.Status), plan, Children{Pods: pods}, now.Add(time.Minute))
 	if !reflect.DeepEqual(first.Status, second.Status) {
 		t.Fatalf("status changed on a steady job:\n%+v\n%+v", first.Status, second.Status)
 	}
 	pods[0] = pod("job-worker-0", "uid-0", corev1.PodSucceeded, 0)
-	third := Decide(testJob(*second.Status), plan, pods, nil, now.Add(2*time.Minute))
+	third := Decide(testJob(*second.Status), plan, Children{Pods: pods}, now.Add(2*time.Minute))
 	if got := condition(third.Status, batch.JobCompleted).LastTransitionTime.Time; !got.Equal(now.Add(2 * time.Minute)) {
 		t.Errorf("Completed flipped at %s, want the time of the flip", got)
 	}

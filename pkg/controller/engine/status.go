@@ -76,11 +76,7 @@ func setPhaseAndConditions(s, old *batch.JobStatus, plan *Plan, outcome *Outcome
 			s.Phase = batch.JobPending
 		}
 		if s.Phase == batch.JobRunning {
-			msg := msgRunning
-			if plan.Debug {
-				msg = "The job is running in debug mode: replicas run their debug command."
-			}
-			set(batch.JobConditionRunning, true, "-", msg)
+			set(batch.JobConditionRunning, true, "-", runningMessage(pods))
 		} else {
 			set(batch.JobConditionRunning, false, string(s.Phase), fmt.Sprintf("%d of %d replicas are running.", running, total))
 		}
@@ -93,6 +89,26 @@ func setPhaseAndConditions(s, old *batch.JobStatus, plan *Plan, outcome *Outcome
 		}
 	}
 	sortConditions(s.Conditions)
+}
+
+// runningMessage describes what a running job's pods run: status tells what the pods do,
+// whatever the spec asks for now.
+func runningMessage(pods []*corev1.Pod) string {
+	debug, total := 0, 0
+	for _, p := range live(pods) {
+		total++
+		if p.Annotations[batch.AnnotationRunMode] == batch.RunModeDebug {
+			debug++
+		}
+	}
+	switch {
+	case debug == 0:
+		return msgRunning
+	case debug == total:
+		return "The job is running in debug mode: replicas run their debug command."
+	default:
+		return fmt.Sprintf("The job is running; %d of %d replicas run their debug command, the others their own.", debug, total)
+	}
 }
 
 // endWith sets the conditions of an ended job as the docs show them: on failure Completed is

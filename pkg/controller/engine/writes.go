@@ -115,19 +115,31 @@ func create[T metav1.Object](c *Controller, expectKey, resource string, objs []T
 // deleteAll deletes the decision's pods and services, expecting each deletion by UID.
 func (c *Controller) deleteAll(ctx context.Context, key string, job Job, d *Decision) error {
 	if err := remove(c, job, podsKey(key), "pods", d.DeletePods, func(p *corev1.Pod) error {
-		return c.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, deleteExactly(p.UID))
+		return c.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, deleteAsSeen(p))
 	}); err != nil {
 		return err
 	}
 	return remove(c, job, servicesKey(key), "services", d.DeleteServices, func(s *corev1.Service) error {
-		return c.kube.CoreV1().Services(s.Namespace).Delete(ctx, s.Name, deleteExactly(s.UID))
+		return c.kube.CoreV1().Services(s.Namespace).Delete(ctx, s.Name, deleteAsSeen(s))
 	})
 }
 
-// deleteExactly deletes the object with this UID only, never a newer one of the same name.
-func deleteExactly(uid types.UID) metav1.DeleteOptions {
-	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+// deleteAsSeen deletes an object only as the decision saw it: the same object (UID), in the
+// same state (resourceVersion). A pod that ended after the decision was made on a cached copy
+// that still showed it running is not deleted as unfinished; the API server refuses with a
+// conflict and a fresh decision sees the pod as it is now.
+func deleteAsSeen(obj metav1.Object) metav1.DeleteOptions {
+	uid, rv := obj.GetUID(), obj.GetResourceVersion()
+	pre := &metav1.Preconditions{UID: &uid}
+	if rv != "" {
+		pre.ResourceVersion = &rv
+	}
+	return metav1.DeleteOptions{Preconditions: pre}
 }
+
+// errChanged tells the retry that a delete was refused because its object changed since it
+// was read: the next sync decides again on what the cache shows by then.
+var errChanged = errors.New("changed since the decision was made; deciding again")
 
 func remove[T metav1.Object](c *Controller, job Job, expectKey, resource string, objs []T, send func(T) error) error {
 	if len(objs) == 0 {
@@ -148,10 +160,14 @@ func remove[T metav1.Object](c *Controller, job Job, expectKey, resource string,
 			deleted = append(deleted, objs[i].GetName())
 			mu.Unlock()
 			return nil
-		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-			// Gone already (or replaced): its delete event may never come.
+		case apierrors.IsNotFound(err):
+			// Gone already: its delete event may never come.
 			c.expect.DeletionObserved(expectKey, uids[i])
 			return nil
+		case apierrors.IsConflict(err):
+			// Replaced or changed (a pod that ended, say): not deleted.
+			c.expect.DeletionObserved(expectKey, uids[i])
+			return fmt.Errorf("not deleting %s %s: %w: %w", resource, objs[i].GetName(), errChanged, err)
 		default:
 			c.expect.DeletionObserved(expectKey, uids[i])
 			return fmt.Errorf("deleting %s %s: %w", resource, objs[i].GetName(), err)

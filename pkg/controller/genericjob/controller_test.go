@@ -9,8 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -191,6 +193,72 @@ func TestInvalidVariableFailsBeforeCreating(t *testing.T) {
 		if c.Type == batch.JobConditionFailed && (c.Reason != "InvalidSpec" || c.Message == "") {
 			t.Errorf("Failed condition %+v", c)
 		}
+	}
+}
+
+// TestCleanUpSparesPodThatJustEnded: the end-of-job clean-up (Unfinished) decided on a cached
+// pod that was still Running must not delete it once it has ended: the delete carries the
+// cached resourceVersion, the API server refuses it, and a fresh decision keeps the pod and
+// reports its exit code.
+func TestCleanUpSparesPodThatJustEnded(t *testing.T) {
+	job := genericJob(2, nil)
+	job.Spec.SuccessRules = []batch.ReplicaRule{{"worker": {0}}}
+	h := start(t, []runtime.Object{job})
+	h.waitFor(t, "2 pods", func(ctx context.Context) bool {
+		pods, _ := h.kube.CoreV1().Pods("ns").List(ctx, metav1.ListOptions{})
+		return len(pods.Items) == 2
+	})
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	stored := func(name string) *corev1.Pod {
+		obj, err := h.kube.Tracker().Get(pods, "ns", name)
+		if err != nil {
+			return nil
+		}
+		return obj.(*corev1.Pod)
+	}
+	setPhase := func(p *corev1.Pod, phase corev1.PodPhase, exitCode int32, rv string) {
+		p.Status.Phase, p.ResourceVersion = phase, rv
+		state := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+		if phase != corev1.PodRunning {
+			state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exitCode, Reason: "Error"}}
+		}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", State: state}}
+		if err := h.kube.Tracker().Update(pods, p, "ns"); err != nil {
+			t.Error(err)
+		}
+	}
+	raced := false
+	h.kube.PrependReactor("delete", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		name := action.(k8stesting.DeleteAction).GetName()
+		pre := action.(k8stesting.DeleteAction).GetDeleteOptions().Preconditions
+		p := stored(name)
+		if name == "gj-worker-1" && !raced && p != nil {
+			raced = true // the pod ends now, after the decision made on its Running copy
+			setPhase(p, corev1.PodFailed, 1, "3")
+		}
+		if p != nil && pre != nil && pre.ResourceVersion != nil && *pre.ResourceVersion != p.ResourceVersion {
+			return true, nil, apierrors.NewConflict(pods.GroupResource(), name, fmt.Errorf("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	setPhase(stored("gj-worker-0"), corev1.PodRunning, 0, "2")
+	setPhase(stored("gj-worker-1"), corev1.PodRunning, 0, "2")
+	h.waitFor(t, "phase Running", func(context.Context) bool { return h.job(t).Status.Phase == batch.JobRunning })
+	setPhase(stored("gj-worker-0"), corev1.PodSucceeded, 0, "3")
+
+	h.waitFor(t, "the job Succeeded with worker 1 reported Failed", func(context.Context) bool {
+		s := h.job(t).Status
+		if s.Phase != batch.JobSucceeded {
+			return false
+		}
+		r := s.Tasks[0].Replicas[1]
+		return r.Phase == batch.ReplicaFailed && len(r.Containers) == 1 && r.Containers[0].ExitCode != nil && *r.Containers[0].ExitCode == 1
+	})
+	if !raced {
+		t.Fatal("the clean-up never tried to delete gj-worker-1")
+	}
+	if stored("gj-worker-1") == nil {
+		t.Error("gj-worker-1 ended before its delete was sent, and was deleted all the same")
 	}
 }
 

@@ -143,15 +143,16 @@ type UpdateCase struct {
 	Name     string
 	Example  string
 	Old, New func(obj map[string]any)
-	// Refused says whether the update is refused because resumeSpecs changed.
-	Refused bool
+	// Want is a piece of the error the API server answers, or "" when the update is accepted.
+	Want string
 }
 
-// ResumeSpecsImmutable is the message of the rule UpdateCases exercise.
+// ResumeSpecsImmutable is the message of the resumeSpecs rule.
 const ResumeSpecsImmutable = "spec.runMode.pause.resumeSpecs cannot be changed once set"
 
 // UpdateCases: pause.enabled may be switched at will; resumeSpecs may be set once and never
-// changed or removed afterwards. Every kind has the rule.
+// changed or removed afterwards (every kind has the rule). What a GenericJob's replicas are
+// made from changes only while the job is paused; rules and clean-up change at any time.
 func UpdateCases() []UpdateCase {
 	resume := []any{map[string]any{"type": "worker", "skipInitContainer": true, "command": []any{"/usr/bin/sshd"}}}
 	changed := []any{map[string]any{"type": "worker", "command": []any{"python", "resume.py"}}}
@@ -169,12 +170,75 @@ func UpdateCases() []UpdateCase {
 	for _, example := range []string{"generic-example.yaml", "mpi-example.yaml", "colossalai-example.yaml", "tensorflow-example.yaml", "xgboost-example.yaml"} {
 		kind := strings.TrimSuffix(example, ".yaml")
 		cases = append(cases,
-			UpdateCase{kind + ": pause switched on, resumeSpecs kept", example, pause(false, resume), pause(true, resume), false},
-			UpdateCase{kind + ": pause switched off, resumeSpecs kept", example, pause(true, resume), pause(false, resume), false},
-			UpdateCase{kind + ": resumeSpecs set for the first time", example, pause(false, nil), pause(true, resume), false},
-			UpdateCase{kind + ": resumeSpecs changed", example, pause(true, resume), pause(true, changed), true},
-			UpdateCase{kind + ": resumeSpecs removed", example, pause(true, resume), pause(true, nil), true},
-			UpdateCase{kind + ": pause removed with its resumeSpecs", example, pause(true, resume), unchanged, true},
+			UpdateCase{kind + ": pause switched on, resumeSpecs kept", example, pause(false, resume), pause(true, resume), ""},
+			UpdateCase{kind + ": pause switched off, resumeSpecs kept", example, pause(true, resume), pause(false, resume), ""},
+			UpdateCase{kind + ": resumeSpecs set for the first time", example, pause(false, nil), pause(true, resume), ""},
+			UpdateCase{kind + ": resumeSpecs changed", example, pause(true, resume), pause(true, changed), ResumeSpecsImmutable},
+			UpdateCase{kind + ": resumeSpecs removed", example, pause(true, resume), pause(true, nil), ResumeSpecsImmutable},
+			UpdateCase{kind + ": pause removed with its resumeSpecs", example, pause(true, resume), unchanged, ResumeSpecsImmutable},
+		)
+	}
+	return append(cases, liveChangeCases()...)
+}
+
+// liveChangeCases: a GenericJob's replicas, their services, scheduler and debug mode change
+// only while it is paused (the pods were made from them); rules and clean-up at any time.
+func liveChangeCases() []UpdateCase {
+	const example = "generic-example.yaml"
+	edit := func(path []any, value any) func(map[string]any) {
+		return func(o map[string]any) { set(o, value, path...) }
+	}
+	both := func(edits ...func(map[string]any)) func(map[string]any) {
+		return func(o map[string]any) {
+			for _, e := range edits {
+				e(o)
+			}
+		}
+	}
+	running, paused := edit([]any{"spec", "runMode", "pause"}, map[string]any{"enabled": false}), edit([]any{"spec", "runMode", "pause"}, map[string]any{"enabled": true})
+	replicas := edit([]any{"spec", "replicaSpecs", 0, "replicas"}, 6)
+	command := edit([]any{"spec", "replicaSpecs", 0, "template", "spec", "containers", 0, "command"}, []any{"sleep", "10"})
+	service := func(port int) func(map[string]any) {
+		return edit([]any{"spec", "service"}, map[string]any{"ports": []any{map[string]any{"name": "http", "port": port}}})
+	}
+	scheduler := edit([]any{"spec", "scheduler"}, map[string]any{"t9kScheduler": map[string]any{"queue": "default"}})
+	debug := edit([]any{"spec", "runMode", "debug"}, map[string]any{"enabled": true})
+	const (
+		replicaSpecs = "spec.replicaSpecs cannot change while the job runs"
+		services     = "spec.service cannot change while the job runs"
+		schedulers   = "spec.scheduler cannot change while the job runs"
+		debugMode    = "spec.runMode.debug cannot change while the job runs"
+	)
+	cases := []UpdateCase{
+		{"live GenericJob: replicas changed", example, running, both(running, replicas), replicaSpecs},
+		{"live GenericJob: command changed", example, running, both(running, command), replicaSpecs},
+		{"live GenericJob: service added", example, running, both(running, service(80)), services},
+		{"live GenericJob: service port changed", example, both(running, service(80)), both(running, service(8080)), services},
+		{"live GenericJob: scheduler added", example, running, both(running, scheduler), schedulers},
+		{"live GenericJob: debug switched on", example, running, both(running, debug), debugMode},
+		{"live GenericJob: clean-up policy changed", example, running, both(running, edit([]any{"spec", "cleanUpPolicy"}, "All")), ""},
+		{"live GenericJob: success rules changed", example, running, both(running, edit([]any{"spec", "successRules"}, []any{map[string]any{"worker": []any{1}}})), ""},
+		{"paused GenericJob: replicas and command changed", example, paused, both(paused, replicas, command), ""},
+		{"paused GenericJob: service, scheduler and debug changed", example, paused, both(paused, service(80), scheduler, debug), ""},
+		{"GenericJob paused and changed at once", example, running, both(paused, replicas), ""},
+		{"GenericJob changed and resumed at once", example, paused, both(running, replicas, debug), ""},
+	}
+	// The other kinds: what their pods are made from, likewise.
+	for _, k := range []struct {
+		example, field string
+		path           []any
+	}{
+		{"mpi-example.yaml", "spec.worker", []any{"spec", "worker", "cmd"}},
+		{"colossalai-example.yaml", "spec.worker", []any{"spec", "worker", "command"}},
+		{"tensorflow-example.yaml", "spec.replicaSpecs", []any{"spec", "replicaSpecs", 0, "template", "spec", "containers", 0, "command"}},
+		{"xgboost-example.yaml", "spec.replicaSpecs", []any{"spec", "replicaSpecs", 0, "template", "spec", "containers", 0, "command"}},
+	} {
+		kind := strings.TrimSuffix(k.example, ".yaml")
+		command := edit(k.path, []any{"train", "--again"})
+		cases = append(cases,
+			UpdateCase{"live " + kind + ": command changed", k.example, running, both(running, command), k.field + " cannot change while the job runs"},
+			UpdateCase{"live " + kind + ": debug switched on", k.example, running, both(running, debug), debugMode},
+			UpdateCase{"paused " + kind + ": command and debug changed", k.example, paused, both(paused, command, debug), ""},
 		)
 	}
 	return cases

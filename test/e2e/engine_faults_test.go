@@ -1,0 +1,223 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+// endPod makes a running pod's containers terminate with code, as a kubelet would report it.
+func endPod(t *testing.T, ns, name string, code int32) {
+	t.Helper()
+	pods := env.kube.CoreV1().Pods(ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := pods.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		p.Status.Phase = corev1.PodFailed
+		for i := range p.Status.ContainerStatuses {
+			cs := &p.Status.ContainerStatuses[i]
+			cs.Ready, cs.State = false, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error", FinishedAt: now}}
+		}
+		_, err = pods.UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEndingSyncRestartsNothing: type a (OnFailure, limit 0) and type b (OnFailure, limit 3)
+// fail at the same moment. The job fails for want of a restart of a; b's replicas are not
+// restarted by the sync that ended the job: no restart counted, reported Failed with their
+// exit code, and their pods kept (clean-up Unfinished keeps ended pods).
+func TestEndingSyncRestartsNothing(t *testing.T) {
+	ns := namespace(t)
+	a, b := replica("a", "trainer"), replica("b", "trainer")
+	a.RestartPolicy = &batch.GenericRestartPolicy{Policy: batch.RestartOnFailure, Limit: ptr.To[int32](0)}
+	b.RestartPolicy = &batch.GenericRestartPolicy{Policy: batch.RestartOnFailure, Limit: ptr.To[int32](3)}
+	b.Replicas = ptr.To[int32](2)
+	job := &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: "ending"}, Spec: batch.GenericJobSpec{ReplicaSpecs: []batch.GenericReplicaSpec{a, b}}}
+	createJob(t, ns, job)
+	waitJob(t, ns, job.Name, "running", inPhase(batch.JobRunning))
+	uids := map[string]types.UID{}
+	for _, name := range []string{"ending-b-0", "ending-b-1"} {
+		p, err := env.kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids[name] = p.UID
+	}
+	// The three pods end within milliseconds: one (batched) sync sees them all.
+	for _, name := range []string{"ending-a-0", "ending-b-0", "ending-b-1"} {
+		endPod(t, ns, name, 1)
+	}
+	failed := waitJob(t, ns, job.Name, "failed with every replica reported", func(j *batch.GenericJob) bool {
+		if j.Status.Phase != batch.JobFailed {
+			return false
+		}
+		for _, task := range j.Status.Tasks {
+			for _, r := range task.Replicas {
+				if r.Phase == batch.ReplicaRunning {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	for _, task := range failed.Status.Tasks {
+		if task.RestartCount != 0 {
+			t.Errorf("type %s counts %d restarts: none happened", task.Type, task.RestartCount)
+		}
+		for _, r := range task.Replicas {
+			if r.RestartCount != 0 || r.Phase != batch.ReplicaFailed || len(r.Containers) == 0 || r.Containers[0].ExitCode == nil || *r.Containers[0].ExitCode != 1 {
+				t.Errorf("replica %s: %+v, want Failed with exit code 1, no restart", r.Name, r)
+			}
+		}
+	}
+	for name, uid := range uids {
+		p, err := env.kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil || p.UID != uid || p.DeletionTimestamp != nil {
+			t.Errorf("pod %s was deleted or replaced (err %v): the clean-up policy Unfinished keeps ended pods", name, err)
+		}
+	}
+}
+
+// TestCleanUpKeepsPodsThatJustEnded makes the clean-up race likely: many jobs whose other
+// replicas end right around the moment their main replica succeeds. A pod the clean-up
+// (Unfinished) decided to delete while it was Running may be deleted; a pod that had ended
+// before the delete must be kept, and its exit code must reach status.
+func TestCleanUpKeepsPodsThatJustEnded(t *testing.T) {
+	ns := namespace(t)
+	const jobs = 20
+	sideRunTimes := []string{"3800ms", "3950ms", "4000ms", "4050ms", "4100ms", "4250ms"}
+
+	// Watch every pod of the namespace: which were seen ended before any delete, and which
+	// of those were deleted all the same. (A pod deleted while Running may still be reported
+	// Failed afterwards, with its deletionTimestamp set: that is no violation.)
+	var mu sync.Mutex
+	ended := map[types.UID]string{}
+	deletedAfterEnd := map[types.UID]string{}
+	observe := func(obj any, deleted bool) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		_, endedFirst := ended[p.UID]
+		switch {
+		case deleted || p.DeletionTimestamp != nil:
+			if endedFirst {
+				deletedAfterEnd[p.UID] = p.Name
+			}
+		case p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded:
+			ended[p.UID] = p.Name
+		}
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(env.kube, 0, informers.WithNamespace(ns))
+	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { observe(obj, false) },
+		UpdateFunc: func(_, obj any) { observe(obj, false) },
+		DeleteFunc: func(obj any) { observe(obj, true) },
+	})
+	stop := make(chan struct{})
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+
+	for i := range jobs {
+		main := replica("main", "trainer")
+		exits(&main, 0, "3s")
+		specs := []batch.GenericReplicaSpec{main}
+		for j, runTime := range sideRunTimes {
+			side := replica(fmt.Sprintf("side%d", j), "trainer")
+			exits(&side, 1, runTime)
+			specs = append(specs, side)
+		}
+		createJob(t, ns, &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("race-%d", i)}, Spec: batch.GenericJobSpec{
+			ReplicaSpecs: specs,
+			SuccessRules: []batch.ReplicaRule{{"main": {0}}},
+			FailureRules: []batch.ReplicaRule{{"main": {0}}},
+		}})
+	}
+	// Every job has ended, reported each replica as final, and no pod is being deleted.
+	waitFor(t, "every job ended and settled", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		list, err := env.jobs.BatchV1beta1().GenericJobs(ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != jobs {
+			return false, nil
+		}
+		for _, j := range list.Items {
+			if j.Status.Phase != batch.JobSucceeded {
+				return false, nil
+			}
+			for _, task := range j.Status.Tasks {
+				for _, r := range task.Replicas {
+					if r.Phase != batch.ReplicaSucceeded && r.Phase != batch.ReplicaFailed && r.Phase != batch.ReplicaDeleted {
+						return false, nil
+					}
+				}
+			}
+		}
+		pods, err := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	close(stop)
+	factory.Shutdown()
+
+	mu.Lock()
+	defer mu.Unlock()
+	for uid, name := range deletedAfterEnd {
+		t.Errorf("pod %s (%s) was deleted after it had ended: clean-up Unfinished must keep it", name, uid)
+	}
+	list, err := env.jobs.BatchV1beta1().GenericJobs(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, deleted := 0, 0 // side replicas seen ended before any delete, and the others
+	for _, j := range list.Items {
+		for _, task := range j.Status.Tasks {
+			for _, r := range task.Replicas {
+				_, sawEnd := ended[r.UID]
+				switch {
+				case task.Type == "main":
+				case sawEnd:
+					kept++
+					if r.Phase != batch.ReplicaFailed || len(r.Containers) == 0 || r.Containers[0].ExitCode == nil || *r.Containers[0].ExitCode != 1 {
+						t.Errorf("replica %s ended with exit code 1 but status says %+v", r.Name, r)
+					}
+				default:
+					deleted++
+					if r.Phase != batch.ReplicaDeleted {
+						t.Errorf("replica %s was never seen ended, yet status says %s", r.Name, r.Phase)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("side replicas: %d ended and kept, %d deleted while running", kept, deleted)
+}

@@ -221,3 +221,68 @@ func TestCleanUpKeepsPodsThatJustEnded(t *testing.T) {
 	}
 	t.Logf("side replicas: %d ended and kept, %d deleted while running", kept, deleted)
 }
+
+// TestRestartBackoffHolds measures, as the API shows them, the time from a pod's end to the
+// creation of the replica's next pod: never shorter than the documented backoff (1s before
+// the second restart, 2s before the third), and the first restart within the controller's
+// pod batching period.
+func TestRestartBackoffHolds(t *testing.T) {
+	ns := namespace(t)
+	r := replica("worker", "trainer")
+	r.RestartPolicy = &batch.GenericRestartPolicy{Policy: batch.RestartOnFailure, Limit: ptr.To[int32](3)}
+	exits(&r, 1, "300ms")
+	var mu sync.Mutex
+	var created []time.Time // in creation order; one pod at a time
+	ended := map[types.UID]time.Time{}
+	order := []types.UID{}
+	factory := informers.NewSharedInformerFactoryWithOptions(env.kube, 0, informers.WithNamespace(ns))
+	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			mu.Lock()
+			defer mu.Unlock()
+			created = append(created, time.Now())
+			order = append(order, obj.(*corev1.Pod).UID)
+		},
+		UpdateFunc: func(_, obj any) {
+			p := obj.(*corev1.Pod)
+			mu.Lock()
+			defer mu.Unlock()
+			if _, seen := ended[p.UID]; !seen && p.Status.Phase == corev1.PodFailed {
+				ended[p.UID] = time.Now()
+			}
+		},
+	})
+	stop := make(chan struct{})
+	defer func() { close(stop); factory.Shutdown() }()
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+
+	createJob(t, ns, &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: "backoff"}, Spec: batch.GenericJobSpec{ReplicaSpecs: []batch.GenericReplicaSpec{r}}})
+	failed := waitJob(t, ns, "backoff", "failed after 3 restarts", inPhase(batch.JobFailed))
+	if n := failed.Status.Tasks[0].Replicas[0].RestartCount; n != 3 {
+		t.Fatalf("restart count %d, want 3", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) != 4 {
+		for i, uid := range order {
+			t.Logf("pod %d: %s created %s ended %s", i, uid, created[i].Format("15:04:05.000"), ended[uid].Format("15:04:05.000"))
+		}
+		t.Fatalf("%d pods seen, want 4", len(order))
+	}
+	const batchPeriod, slack = time.Second, 300 * time.Millisecond
+	for i, want := range []time.Duration{0, time.Second, 2 * time.Second} {
+		end, ok := ended[order[i]]
+		if !ok {
+			t.Fatalf("pod %d was never seen failed", i)
+		}
+		delay := created[i+1].Sub(end)
+		t.Logf("restart %d: %v after the pod ended (backoff %v)", i+1, delay.Round(time.Millisecond), want)
+		if delay < want-50*time.Millisecond {
+			t.Errorf("restart %d came %v after its pod ended: shorter than the backoff %v", i+1, delay, want)
+		}
+		if delay > max(want, batchPeriod)+slack {
+			t.Errorf("restart %d came %v after its pod ended: backoff %v", i+1, delay, want)
+		}
+	}
+}

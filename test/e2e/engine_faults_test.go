@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -283,6 +284,39 @@ func TestRestartBackoffHolds(t *testing.T) {
 		}
 		if delay > max(want, batchPeriod)+slack {
 			t.Errorf("restart %d came %v after its pod ended: backoff %v", i+1, delay, want)
+		}
+	}
+}
+
+// TestFailedReplicaShownAfterCleanUp: with clean-up All the pods are gone, and `kubectl
+// describe` still says which replica failed, on which node, with which exit code and reason.
+func TestFailedReplicaShownAfterCleanUp(t *testing.T) {
+	ns := namespace(t)
+	r := replica("worker", "trainer")
+	exits(&r, 3, "500ms")
+	job := &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: "forensics"}, Spec: batch.GenericJobSpec{
+		ReplicaSpecs: []batch.GenericReplicaSpec{r}, CleanUpPolicy: batch.CleanUpAll,
+	}}
+	createJob(t, ns, job)
+	waitJob(t, ns, job.Name, "failed", inPhase(batch.JobFailed))
+	waitFor(t, "the pods cleaned up", jobTimeout, func(ctx context.Context) (bool, error) {
+		pods, err := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 0, nil
+	})
+	failed := getJob(t, ns, job.Name)
+	rs := failed.Status.Tasks[0].Replicas[0]
+	if rs.Phase != batch.ReplicaFailed || !strings.HasPrefix(rs.Node, "kwok-node-") || len(rs.Containers) != 1 ||
+		rs.Containers[0].ExitCode == nil || *rs.Containers[0].ExitCode != 3 || rs.Containers[0].Reason != "Error" {
+		t.Errorf("replica status after clean-up: %+v", rs)
+	}
+	out, err := kubectl("describe", "genericjob", "-n", ns, job.Name)
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	flat := strings.Join(strings.Fields(out), " ") // describe aligns values with spaces
+	for _, want := range []string{"Name: forensics-worker-0 Node: " + rs.Node, "Exit Code: 3", "Reason: Error", "exit code 3"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("kubectl describe does not show %q:\n%s", want, out)
 		}
 	}
 }

@@ -197,9 +197,17 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 	switch {
 	case pod != nil && pod.DeletionTimestamp != nil:
 		fromPod(&r.status, pod)
-		r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
-		if counted && prev.UID == pod.UID {
+		switch {
+		case counted && prev.UID == pod.UID:
+			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
 			r.action = finishRestart
+		case podEnded(pod) && !x.paused:
+			// An ended pod that is being deleted (clean-up, by hand) ended all the same; a
+			// restart it is due waits until it is gone. (Pause deletes every replica, and
+			// resume recreates every one.)
+			r.view = Replica{Phase: r.status.Phase, ExitCode: exitCode(pod), Final: !x.mayRestart(g, r.status)}
+		default:
+			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
 		}
 	case pod != nil:
 		fromPod(&r.status, pod)
@@ -213,7 +221,7 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 			r.action = finishRestart
 			break
 		}
-		if x.finished || x.paused || !wantsRestart(*g, pod) || !restartsLeft(*g, x.plan, r.status.RestartCount, x.totalRestarts) {
+		if !x.mayRestart(g, r.status) {
 			r.view.Final = true
 			break
 		}
@@ -227,11 +235,18 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 		switch {
 		case counted:
 			r.action = finishRestart
+		case x.paused:
+			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
 		case prev.Phase == batch.ReplicaSucceeded || prev.Phase == batch.ReplicaFailed:
-			// It ended for good and its pod was cleaned up (or deleted by hand): keep what
-			// it did.
+			// Its pod ended and is gone (cleaned up, or deleted before its restart): a
+			// restart it is due happens now, with a new pod; otherwise keep what it did.
+			if x.mayRestart(g, prev) {
+				x.totalRestarts++
+				r.action = restartNow
+				break
+			}
 			r.view.Final = true
-		case x.finished || x.paused:
+		case x.finished:
 			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
 		default:
 			r.action = needsPod
@@ -257,11 +272,17 @@ func (x *decider) carryOut(job Job, r *replica, resumed bool) {
 		if x.finished {
 			return // the replica keeps its pod and its ending; clean-up decides the pod
 		}
-		r.status.LastTermination = termination(r.pod)
+		d.Restarted = append(d.Restarted, r.status.Name)
 		r.status.RestartCount++
+		if r.pod == nil { // gone already: straight to the new pod
+			s := r.status
+			r.status.LastTermination = &batch.ReplicaTermination{UID: s.UID, Phase: s.Phase, Node: s.Node, Reason: s.Reason, Message: s.Message, Containers: s.Containers}
+			x.createPod(job, r, resumed)
+			return
+		}
+		r.status.LastTermination = termination(r.pod)
 		r.status.Phase = batch.ReplicaDeleted
 		d.DeletePods = append(d.DeletePods, r.pod)
-		d.Restarted = append(d.Restarted, r.status.Name)
 	case finishRestart:
 		switch {
 		case x.finished:
@@ -335,17 +356,34 @@ func termination(pod *corev1.Pod) *batch.ReplicaTermination {
 		Reason: pod.Status.Reason, Message: pod.Status.Message, Containers: containerStatuses(pod)}
 }
 
-func wantsRestart(g Group, pod *corev1.Pod) bool {
+// mayRestart reports whether a replica whose pod ended, as its status reports it, is to be
+// restarted: the job goes on, its policy asks for it, and restarts are left.
+func (x *decider) mayRestart(g *Group, s batch.ReplicaStatus) bool {
+	return !x.finished && !x.paused && wantsRestart(*g, s) && restartsLeft(*g, x.plan, s.RestartCount, x.totalRestarts)
+}
+
+func wantsRestart(g Group, s batch.ReplicaStatus) bool {
+	failed := s.Phase == batch.ReplicaFailed
 	switch g.Restart {
 	case batch.RestartAlways:
 		return true
 	case batch.RestartOnFailure:
-		return pod.Status.Phase == corev1.PodFailed
+		return failed
 	case batch.RestartExitCode:
-		return pod.Status.Phase == corev1.PodFailed && retryableExitCodes[exitCode(pod)]
+		return failed && retryableExitCodes[statusExitCode(s)]
 	default:
 		return false
 	}
+}
+
+// statusExitCode is the first non-zero exit code of a replica's containers, or 0.
+func statusExitCode(s batch.ReplicaStatus) int32 {
+	for _, c := range s.Containers {
+		if c.ExitCode != nil && *c.ExitCode != 0 {
+			return *c.ExitCode
+		}
+	}
+	return 0
 }
 
 func restartsLeft(g Group, plan *Plan, replicaRestarts, totalRestarts int32) bool {
@@ -486,10 +524,8 @@ func finishedAt(pod *corev1.Pod) time.Time {
 
 // failureText names a failed replica with the exit code status keeps for it.
 func failureText(s batch.ReplicaStatus) string {
-	for _, c := range s.Containers {
-		if c.ExitCode != nil && *c.ExitCode != 0 {
-			return fmt.Sprintf("%s (exit code %d)", s.Name, *c.ExitCode)
-		}
+	if code := statusExitCode(s); code != 0 {
+		return fmt.Sprintf("%s (exit code %d)", s.Name, code)
 	}
 	return s.Name
 }

@@ -244,3 +244,59 @@ func TestRunningMessageFollowsThePods(t *testing.T) {
 		t.Errorf("debug pods are not marked: %+v", created[0].Annotations)
 	}
 }
+
+// An ended pod seen while it is being deleted (clean-up All: the API server marks it, then
+// removes it) is reported as it ended, not as Deleted, so that status keeps saying Failed
+// once it is gone.
+func TestEndedPodBeingDeletedKeepsItsEnding(t *testing.T) {
+	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, CleanUp: batch.CleanUpAll, Outcome: allSucceed}
+	status := statusWith(batch.JobFailed, replicaStatus("job-worker-0", "w0", batch.ReplicaFailed, 0))
+	status.Conditions = append(status.Conditions, batch.JobCondition{Type: batch.JobConditionFailed, Status: corev1.ConditionTrue})
+	deleting := typed(pod("job-worker-0", "w0", corev1.PodFailed, 3), "worker", "node-1")
+	deleting.DeletionTimestamp = &metav1.Time{Time: now}
+	first := Decide(testJob(status), plan, Children{Pods: []*corev1.Pod{deleting}}, now)
+	second := Decide(testJob(*first.Status), plan, Children{}, now.Add(time.Second))
+	for i, d := range []*Decision{first, second} {
+		if r := replicaOf(d.Status, "job-worker-0"); r.Phase != batch.ReplicaFailed || statusExitCode(r) != 3 || r.Node != "node-1" {
+			t.Errorf("sync %d: replica %+v, want Failed with exit code 3 on node-1", i+1, r)
+		}
+	}
+}
+
+// A failed pod that is gone before its restart (deleted by hand or by a node's clean-up) is
+// restarted all the same: counted once, with a new pod, its ending kept.
+func TestFailedPodGoneBeforeItsRestart(t *testing.T) {
+	plan := &Plan{Groups: []Group{workers(1, batch.RestartOnFailure, ptr.To[int32](2))}, Outcome: allSucceed}
+	code := int32(137)
+	failed := replicaStatus("job-worker-0", "w0", batch.ReplicaFailed, 0)
+	failed.Containers = []batch.ContainerStatus{{Name: "main", State: batch.ContainerTerminated, ExitCode: &code}}
+	d := Decide(testJob(statusWith(batch.JobRunning, failed)), plan, Children{}, now)
+	r := replicaOf(d.Status, "job-worker-0")
+	if d.Outcome != nil || len(d.CreatePods) != 1 || len(d.Restarted) != 1 || r.RestartCount != 1 || r.Phase != batch.ReplicaCreating ||
+		r.LastTermination == nil || r.LastTermination.UID != "w0" || statusExitCode(batch.ReplicaStatus{Containers: r.LastTermination.Containers}) != 137 {
+		t.Errorf("outcome %+v, created %v, restarted %v, replica %+v", d.Outcome, names(d.CreatePods), d.Restarted, r)
+	}
+}
+
+// Pause deletes every replica, ended ones too, and resume recreates every one.
+func TestPauseAndResumeRecreateEndedReplicas(t *testing.T) {
+	paused := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Paused: true, Outcome: func(Replicas) *Outcome { return nil }}
+	status := statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaSucceeded, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0))
+	ended := pod("job-worker-0", "w0", corev1.PodSucceeded, 0)
+	first := Decide(testJob(status), paused, Children{Pods: []*corev1.Pod{ended, pod("job-worker-1", "w1", corev1.PodRunning, 0)}}, now)
+	if got := names(first.DeletePods); len(got) != 2 {
+		t.Fatalf("pause deleted %v, want both pods", got)
+	}
+	ended.DeletionTimestamp = &metav1.Time{Time: now}
+	second := Decide(testJob(*first.Status), paused, Children{Pods: []*corev1.Pod{ended}}, now.Add(time.Second))
+	third := Decide(testJob(*second.Status), paused, Children{}, now.Add(2*time.Second))
+	if r := replicaOf(third.Status, "job-worker-0"); r.Phase != batch.ReplicaDeleted {
+		t.Errorf("paused replica %+v, want Deleted", r)
+	}
+	resumed := *paused
+	resumed.Paused = false
+	fourth := Decide(testJob(*third.Status), &resumed, Children{}, now.Add(3*time.Second))
+	if got := names(fourth.CreatePods); len(got) != 2 {
+		t.Errorf("resume created %v, want both replicas", got)
+	}
+}

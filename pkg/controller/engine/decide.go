@@ -145,7 +145,7 @@ func Decide(job Job, plan *Plan, children Children, now time.Time) *Decision {
 		d.CreateServices, d.DeleteServices = servicePlan(job, plan, desired, children.Services)
 	}
 
-	setPhaseAndConditions(d.Status, old, plan, outcome, x.paused, resumed, failedNames, pods, now)
+	setPhaseAndConditions(d.Status, old, outcome, x.paused, resumed, failedNames, pods, now)
 	d.Status.Aggregate = aggregate(d.Status.Tasks)
 	return d
 }

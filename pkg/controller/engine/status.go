@@ -20,7 +20,7 @@ const (
 
 // setPhaseAndConditions fills in phase and conditions. Every condition type is reported once;
 // a condition's lastTransitionTime moves only when its status flips.
-func setPhaseAndConditions(s, old *batch.JobStatus, plan *Plan, outcome *Outcome, paused, resumed bool, failed []string, pods []*corev1.Pod, now time.Time) {
+func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused, resumed bool, failed []string, pods []*corev1.Pod, now time.Time) {
 	s.Conditions = append([]batch.JobCondition(nil), old.Conditions...)
 	set := func(t batch.JobConditionType, status bool, reason, message string) {
 		setCondition(&s.Conditions, t, status, reason, message, now)

@@ -157,7 +157,8 @@ func runAll(ctx context.Context, o options, kube kubernetes.Interface, jobs vers
 	// sends the whole object (the API server keeps the managedFields a write leaves out).
 	jobFactory := jobinformers.NewSharedInformerFactoryWithOptions(jobs, 0, jobinformers.WithNamespace(o.namespace),
 		jobinformers.WithTransform(dropManagedFields))
-	// Pods and services: only the project's children, without managedFields (memory).
+	// Pods, services, secrets and config maps: only the project's children, without
+	// managedFields (memory).
 	kubeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
 		informers.WithNamespace(o.namespace),
 		informers.WithTweakListOptions(func(opts *metav1.ListOptions) { opts.LabelSelector = batch.LabelJobName }),
@@ -167,9 +168,10 @@ func runAll(ctx context.Context, o options, kube kubernetes.Interface, jobs vers
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "t9k-job-controller"})
 
-	pods, services := kubeFactory.Core().V1().Pods(), kubeFactory.Core().V1().Services()
+	core := kubeFactory.Core().V1()
+	children := engine.Informers{Pods: core.Pods(), Services: core.Services(), Secrets: core.Secrets(), ConfigMaps: core.ConfigMaps()}
 	controllers := []*engine.Controller{
-		engine.New(genericjob.New(jobs, jobFactory.Batch().V1beta1().GenericJobs()), kube, pods, services, recorder),
+		engine.New(genericjob.New(jobs, jobFactory.Batch().V1beta1().GenericJobs()), kube, children, recorder),
 	}
 	jobFactory.Start(ctx.Done())
 	kubeFactory.Start(ctx.Done())

@@ -15,6 +15,14 @@ func ChildName(job, replicaType string, rank int32) string {
 	return fmt.Sprintf("%s-%s-%d", job, replicaType, rank)
 }
 
+// podName is the name of the pod of a group's replica of a rank.
+func (g *Group) podName(job string, rank int32) string {
+	if g.PodName != nil {
+		return g.PodName(rank)
+	}
+	return ChildName(job, g.Type, rank)
+}
+
 // childLabels are the labels of a replica's pod and service; the service selects by them.
 func childLabels(job Job, replicaType string, rank int32) map[string]string {
 	return map[string]string{
@@ -35,7 +43,7 @@ func controllerRef(job Job) []metav1.OwnerReference {
 func newPod(job Job, plan *Plan, g Group, rank int32, resumed bool) *corev1.Pod {
 	tmpl := g.Template(rank)
 	pod := &corev1.Pod{ObjectMeta: *tmpl.ObjectMeta.DeepCopy(), Spec: *tmpl.Spec.DeepCopy()}
-	pod.Name = ChildName(job.GetName(), g.Type, rank)
+	pod.Name = g.podName(job.GetName(), rank)
 	pod.GenerateName = ""
 	pod.Namespace = job.GetNamespace()
 	if pod.Labels == nil {
@@ -47,7 +55,7 @@ func newPod(job Job, plan *Plan, g Group, rank int32, resumed bool) *corev1.Pod 
 	pod.OwnerReferences = controllerRef(job)
 	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 	pod.Spec.Hostname = pod.Name
-	if len(plan.ServicePorts) > 0 {
+	if len(plan.ServicePorts) > 0 && pod.Spec.Subdomain == "" {
 		pod.Spec.Subdomain = pod.Name // the replica's headless service gives it a DNS name
 	}
 	if s := plan.Scheduler; s != nil {
@@ -103,13 +111,13 @@ func applyRunSetting(pod *corev1.Pod, mainContainer string, skipInit bool, comma
 
 // newService builds the headless service of one replica. It publishes the pod's address
 // before the pod is ready, so that replicas find each other while they start.
-func newService(job Job, plan *Plan, replicaType string, rank int32) *corev1.Service {
-	l := childLabels(job, replicaType, rank)
+func newService(job Job, plan *Plan, g *Group, rank int32) *corev1.Service {
+	l := childLabels(job, g.Type, rank)
 	ports := make([]corev1.ServicePort, len(plan.ServicePorts))
 	copy(ports, plan.ServicePorts)
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            ChildName(job.GetName(), replicaType, rank),
+			Name:            g.podName(job.GetName(), rank),
 			Namespace:       job.GetNamespace(),
 			Labels:          l,
 			OwnerReferences: controllerRef(job),

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -39,9 +40,8 @@ type Controller struct {
 	adapter Adapter
 	kind    string
 	kube    kubernetes.Interface
-	// pods and services are indexed by the UID of the job that owns them (byJob).
-	pods     cache.Indexer
-	services cache.Indexer
+	// The children's caches, indexed by the UID of the job that owns them (byJob).
+	pods, services, secrets, configMaps cache.Indexer
 	recorder record.EventRecorder
 	queue    workqueue.TypedRateLimitingInterface[string]
 	synced   []cache.InformerSynced
@@ -63,24 +63,36 @@ type writtenStatus struct {
 	at              time.Time
 }
 
-// New builds the controller of one kind on shared pod and service informers (filtered to the
-// project's children) and registers its event handlers.
-func New(adapter Adapter, kube kubernetes.Interface, pods coreinformers.PodInformer, services coreinformers.ServiceInformer, recorder record.EventRecorder) *Controller {
+// Informers are the shared informers of the children every kind may have, filtered to the
+// project's children.
+type Informers struct {
+	Pods       coreinformers.PodInformer
+	Services   coreinformers.ServiceInformer
+	Secrets    coreinformers.SecretInformer
+	ConfigMaps coreinformers.ConfigMapInformer
+}
+
+// New builds the controller of one kind on the shared informers of the children and
+// registers its event handlers.
+func New(adapter Adapter, kube kubernetes.Interface, inf Informers, recorder record.EventRecorder) *Controller {
 	kind := adapter.GroupVersionKind().Kind
+	pods, services, secrets, configMaps := inf.Pods.Informer(), inf.Services.Informer(), inf.Secrets.Informer(), inf.ConfigMaps.Informer()
 	c := &Controller{
-		adapter:  adapter,
-		kind:     kind,
-		kube:     kube,
-		pods:     pods.Informer().GetIndexer(),
-		services: services.Informer().GetIndexer(),
-		recorder: recorder,
+		adapter:    adapter,
+		kind:       kind,
+		kube:       kube,
+		pods:       pods.GetIndexer(),
+		services:   services.GetIndexer(),
+		secrets:    secrets.GetIndexer(),
+		configMaps: configMaps.GetIndexer(),
+		recorder:   recorder,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: kind}),
-		synced: []cache.InformerSynced{adapter.Informer().HasSynced, pods.Informer().HasSynced, services.Informer().HasSynced},
+		synced: []cache.InformerSynced{adapter.Informer().HasSynced, pods.HasSynced, services.HasSynced, secrets.HasSynced, configMaps.HasSynced},
 		expect: expectations.New(expectations.DefaultTTL),
 		now:    time.Now,
 	}
-	for _, informer := range []cache.SharedIndexInformer{pods.Informer(), services.Informer()} {
+	for _, informer := range []cache.SharedIndexInformer{pods, services, secrets, configMaps} {
 		if _, ok := informer.GetIndexer().GetIndexers()[byJob]; !ok {
 			if err := informer.AddIndexers(cache.Indexers{byJob: jobUIDOf}); err != nil {
 				panic(fmt.Sprintf("indexing children by job: %v", err)) // only before the informer starts
@@ -92,14 +104,22 @@ func New(adapter Adapter, kube kubernetes.Interface, pods coreinformers.PodInfor
 		UpdateFunc: func(_, cur any) { c.addJob(cur) },
 		DeleteFunc: c.deleteJob,
 	})
-	_, _ = pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.addPod,
 		UpdateFunc: c.updatePod,
 		DeleteFunc: c.deletePod,
 	})
-	_, _ = services.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.addService,
-		DeleteFunc: c.deleteService,
+	_, _ = services.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.addObject(servicesKey),
+		DeleteFunc: c.deleteObject(servicesKey),
+	})
+	_, _ = secrets.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.addObject(secretsKey),
+		DeleteFunc: c.deleteObject(secretsKey),
+	})
+	_, _ = configMaps.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.addObject(configMapsKey),
+		DeleteFunc: c.deleteObject(configMapsKey),
 	})
 	metrics.ReportJobs(kind, func() []string {
 		var phases []string
@@ -185,7 +205,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if cached.GetDeletionTimestamp() != nil {
 		return 0, nil // the garbage collector deletes the children
 	}
-	if !c.statusSeen(key, cached) || !c.expect.Satisfied(podsKey(key)) || !c.expect.Satisfied(servicesKey(key)) {
+	if !c.statusSeen(key, cached) || !c.expectationsMet(key) {
 		return 0, nil // an informer event will bring the job back
 	}
 	job := cached.DeepCopyObject().(Job)
@@ -197,7 +217,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	plan, err := c.adapter.Plan(job)
 	if err != nil {
-		return 0, c.failInvalid(ctx, key, job, err)
+		return 0, c.fail(ctx, key, job, "InvalidSpec", err)
 	}
 	children, err := c.children(job)
 	if err != nil {
@@ -205,6 +225,10 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	d := Decide(job, plan, children, c.now())
 	if err := c.apply(ctx, key, job, d); err != nil {
+		var taken *NameTakenError
+		if errors.As(err, &taken) {
+			return 0, c.fail(ctx, key, job, "NameTaken", taken)
+		}
 		return 0, err
 	}
 	logger.V(4).Info("Synced", "phase", d.Status.Phase, "created", len(d.CreatePods), "deleted", len(d.DeletePods))
@@ -241,14 +265,15 @@ func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision
 	return err
 }
 
-// failInvalid fails a job whose spec cannot run (its plan failed), once. If an update made a
-// running job invalid, its unfinished replicas stop, as at any failure.
-func (c *Controller) failInvalid(ctx context.Context, key string, job Job, planErr error) error {
+// fail fails a job that cannot run, once: its spec cannot run as written (its plan failed),
+// or a child's name is held by another object. If that happens to a running job, its
+// unfinished replicas stop, as at any failure.
+func (c *Controller) fail(ctx context.Context, key string, job Job, reason string, cause error) error {
 	if Finished(job.JobStatus()) {
 		return nil
 	}
-	c.recorder.Event(job, corev1.EventTypeWarning, "InvalidSpec", planErr.Error())
-	if err := c.writeStatus(ctx, key, job, FailedStatus(job, "InvalidSpec", planErr.Error(), c.now())); err != nil {
+	c.recorder.Event(job, corev1.EventTypeWarning, reason, cause.Error())
+	if err := c.writeStatus(ctx, key, job, FailedStatus(job, reason, cause.Error(), c.now())); err != nil {
 		return err
 	}
 	children, err := c.children(job)
@@ -328,19 +353,24 @@ func (c *Controller) children(job Job) (Children, error) {
 	if err != nil {
 		return Children{}, err
 	}
-	serviceObjs, err := c.services.ByIndex(byJob, string(job.GetUID()))
-	if err != nil {
-		return Children{}, err
-	}
 	pods := make([]*corev1.Pod, 0, len(podObjs))
 	for _, o := range podObjs {
 		pods = append(pods, o.(*corev1.Pod))
 	}
-	services := make([]*corev1.Service, 0, len(serviceObjs))
-	for _, o := range serviceObjs {
-		services = append(services, o.(*corev1.Service))
+	uid := string(job.GetUID())
+	services, err := indexed[*corev1.Service](c.services, uid)
+	if err != nil {
+		return Children{}, err
 	}
-	ch := Children{Pods: owned(job, pods), Services: owned(job, services)}
+	secrets, err := indexed[*corev1.Secret](c.secrets, uid)
+	if err != nil {
+		return Children{}, err
+	}
+	configMaps, err := indexed[*corev1.ConfigMap](c.configMaps, uid)
+	if err != nil {
+		return Children{}, err
+	}
+	ch := Children{Pods: owned(job, pods), Services: owned(job, services), Secrets: owned(job, secrets), ConfigMaps: owned(job, configMaps)}
 	for _, p := range ch.Pods {
 		if seen, ok := c.endSeen.Load(p.UID); ok {
 			if ch.EndSeen == nil {
@@ -392,14 +422,42 @@ func (c *Controller) statusSeen(key string, job Job) bool {
 	return false
 }
 
+// indexed lists the objects of one job from a cache.
+func indexed[T any](indexer cache.Indexer, jobUID string) ([]T, error) {
+	objs, err := indexer.ByIndex(byJob, jobUID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(T))
+	}
+	return out, nil
+}
+
+// Expectations are kept per job and resource.
+var expectationKeys = []func(string) string{podsKey, servicesKey, secretsKey, configMapsKey}
+
+func (c *Controller) expectationsMet(key string) bool {
+	for _, k := range expectationKeys {
+		if !c.expect.Satisfied(k(key)) {
+			return false
+		}
+	}
+	return true
+}
+
 func (c *Controller) forget(key string) {
-	c.expect.Forget(podsKey(key))
-	c.expect.Forget(servicesKey(key))
+	for _, k := range expectationKeys {
+		c.expect.Forget(k(key))
+	}
 	c.written.Delete(key)
 }
 
-func podsKey(key string) string     { return key + "/pods" }
-func servicesKey(key string) string { return key + "/services" }
+func podsKey(key string) string       { return key + "/pods" }
+func servicesKey(key string) string   { return key + "/services" }
+func secretsKey(key string) string    { return key + "/secrets" }
+func configMapsKey(key string) string { return key + "/configmaps" }
 
 // owned keeps the objects whose controller is job (by UID, never by name alone).
 func owned[T metav1.Object](job Job, objs []T) []T {
@@ -511,15 +569,21 @@ func (c *Controller) enqueuePodChange(key string) {
 	c.queue.Add(key)
 }
 
-func (c *Controller) addService(obj any) {
-	svc := obj.(*corev1.Service)
-	if key, ok := c.ownerKey(svc); ok {
-		c.expect.CreationObserved(servicesKey(key))
-		c.enqueuePodChange(key)
+// addObject observes the creation of a service, secret or config map.
+func (c *Controller) addObject(expectKey func(string) string) func(any) {
+	return func(obj any) {
+		if o, ok := obj.(metav1.Object); ok {
+			if key, ok := c.ownerKey(o); ok {
+				c.expect.CreationObserved(expectKey(key))
+				c.enqueuePodChange(key)
+			}
+		}
 	}
 }
 
-func (c *Controller) deleteService(obj any) { c.deleteChild(obj, servicesKey) }
+func (c *Controller) deleteObject(expectKey func(string) string) func(any) {
+	return func(obj any) { c.deleteChild(obj, expectKey) }
+}
 
 // deleteChild observes the deletion of a pod or service (possibly a tombstone) in the
 // expectations under expectKey(job key), and syncs its job at once.

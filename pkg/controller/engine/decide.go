@@ -20,12 +20,16 @@ type Decision struct {
 	DeletePods     []*corev1.Pod
 	CreateServices []*corev1.Service
 	DeleteServices []*corev1.Service
+	// CreateObjects are the plan's other objects that are missing.
+	CreateObjects []Object
 	// Restarted names the replicas restarted by this decision.
 	Restarted []string
 	// RequeueAfter asks for another sync after a restart backoff (0: none).
 	RequeueAfter time.Duration
 	// Outcome is set when the job ends with this decision.
 	Outcome *Outcome
+	// Waiting says which replicas wait for others to be ready before they are created.
+	Waiting string
 }
 
 // retryableExitCodes are the exit codes the ExitCode restart policy restarts after: SIGINT,
@@ -46,8 +50,10 @@ func restartBackoff(restarts int32) time.Duration {
 
 // Children are what the controller sees of a job's children.
 type Children struct {
-	Pods     []*corev1.Pod
-	Services []*corev1.Service
+	Pods       []*corev1.Pod
+	Services   []*corev1.Service
+	Secrets    []*corev1.Secret
+	ConfigMaps []*corev1.ConfigMap
 	// EndSeen is when the controller first saw each ended pod (by UID) as ended. A
 	// container's finishedAt is truncated to the second; this keeps restart backoffs from
 	// starting up to a second before the pod really ended.
@@ -90,13 +96,17 @@ func Decide(job Job, plan *Plan, children Children, now time.Time) *Decision {
 	for gi := range plan.Groups {
 		g := &plan.Groups[gi]
 		for rank := range g.Replicas {
-			name := ChildName(job.GetName(), g.Type, rank)
+			name := g.podName(job.GetName(), rank)
 			desired[name] = true
 			r := x.observe(g, rank, prevByName[name], podByName[name])
 			r.status.Name = name
 			all = append(all, r)
 			views[g.Type] = append(views[g.Type], r.view)
 		}
+	}
+
+	if !plan.Debug {
+		d.Waiting = x.holdBack(all, views)
 	}
 
 	outcome := (*Outcome)(nil)
@@ -132,20 +142,38 @@ func Decide(job Job, plan *Plan, children Children, now time.Time) *Decision {
 		}
 	}
 
+	// The plan's other objects: created while the job has not ended, kept until it is deleted.
+	have := children.objectNames()
+	isObject := map[string]bool{}
+	for _, o := range plan.Objects {
+		if o.Kind == ServiceKind {
+			isObject[o.Name] = true
+		}
+		if !x.finished && !have[objectName(o.Kind, o.Name)] {
+			d.CreateObjects = append(d.CreateObjects, o)
+		}
+	}
+	var replicaServices []*corev1.Service
+	for _, svc := range children.Services {
+		if !isObject[svc.Name] {
+			replicaServices = append(replicaServices, svc)
+		}
+	}
+
 	switch {
 	case x.finished:
 		d.DeletePods = append(d.DeletePods, cleanUp(plan, pods, d.DeletePods)...)
 		if plan.CleanUp != batch.CleanUpNone {
-			d.DeleteServices = append(d.DeleteServices, live(children.Services)...)
+			d.DeleteServices = append(d.DeleteServices, live(replicaServices)...)
 		}
 	case x.paused:
 		d.DeletePods = append(d.DeletePods, unlisted(live(pods), d.DeletePods)...)
-		d.DeleteServices = append(d.DeleteServices, live(children.Services)...)
+		d.DeleteServices = append(d.DeleteServices, live(replicaServices)...)
 	default:
-		d.CreateServices, d.DeleteServices = servicePlan(job, plan, desired, children.Services)
+		d.CreateServices, d.DeleteServices = servicePlan(job, plan, desired, replicaServices)
 	}
 
-	setPhaseAndConditions(d.Status, old, outcome, x.paused, resumed, failedNames, pods, now)
+	setPhaseAndConditions(d.Status, old, outcome, x.paused, resumed, failedNames, pods, d.Waiting, now)
 	d.Status.Aggregate = aggregate(d.Status.Tasks)
 	return d
 }
@@ -208,10 +236,11 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 			r.view = Replica{Phase: r.status.Phase, ExitCode: exitCode(pod), Final: !x.mayRestart(g, r.status)}
 		default:
 			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
+			r.view.Lost = !x.finished && !x.paused
 		}
 	case pod != nil:
 		fromPod(&r.status, pod)
-		r.view = Replica{Phase: r.status.Phase, ExitCode: exitCode(pod)}
+		r.view = Replica{Phase: r.status.Phase, ExitCode: exitCode(pod), Ready: podReady(pod)}
 		if !podEnded(pod) {
 			break
 		}
@@ -250,11 +279,73 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
 		default:
 			r.action = needsPod
+			// A pod it had is gone though it had not ended: deleted by hand, or with its node.
+			r.view.Lost = prev.UID != "" && prev.Phase != batch.ReplicaCreating
 			r.view.Phase = batch.ReplicaCreating
 		}
 	}
 	return r
 }
+
+// holdBack keeps back the creation of replicas whose group waits for others to be Ready,
+// and says what they wait for ("" when nothing waits).
+func (x *decider) holdBack(all []*replica, views Replicas) string {
+	var waiting []string
+	for _, g := range x.plan.Groups {
+		ready, total, blocked := 0, 0, false
+		for _, t := range g.After {
+			for _, v := range views[t] {
+				total++
+				if v.Ready {
+					ready++
+				}
+			}
+		}
+		if ready == total {
+			continue
+		}
+		for _, r := range all {
+			if r.group.Type == g.Type && r.action == needsPod {
+				r.action, r.view = noAction, Replica{Lost: r.view.Lost}
+				r.status.UID, r.status.Phase = "", ""
+				blocked = true
+			}
+		}
+		if blocked {
+			waiting = append(waiting, fmt.Sprintf("%s is created once every %s is ready: %d of %d ready", g.Type, strings.Join(g.After, " and "), ready, total))
+		}
+	}
+	if len(waiting) == 0 {
+		return ""
+	}
+	return "Waiting: " + strings.Join(waiting, "; ") + "."
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// objectNames lists the job's live other objects as kind/name.
+func (ch Children) objectNames() map[string]bool {
+	have := map[string]bool{}
+	for _, o := range ch.Services {
+		have[objectName(ServiceKind, o.Name)] = true // one being deleted is waited for
+	}
+	for _, o := range ch.Secrets {
+		have[objectName(SecretKind, o.Name)] = true
+	}
+	for _, o := range ch.ConfigMaps {
+		have[objectName(ConfigMapKind, o.Name)] = true
+	}
+	return have
+}
+
+func objectName(kind ObjectKind, name string) string { return string(kind) + "/" + name }
 
 // carryOut orders what observe said a replica would do, now that the outcome is known: a job
 // that has ended restarts and creates nothing, and takes back a restart it counted but did
@@ -429,10 +520,11 @@ func servicePlan(job Job, plan *Plan, desiredPods map[string]bool, services []*c
 	if len(plan.ServicePorts) == 0 {
 		return nil, remove
 	}
-	for _, g := range plan.Groups {
+	for gi := range plan.Groups {
+		g := &plan.Groups[gi]
 		for rank := range g.Replicas {
-			if name := ChildName(job.GetName(), g.Type, rank); !have[name] {
-				create = append(create, newService(job, plan, g.Type, rank))
+			if name := g.podName(job.GetName(), rank); !have[name] {
+				create = append(create, newService(job, plan, g, rank))
 			}
 		}
 	}

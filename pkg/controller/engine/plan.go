@@ -59,6 +59,30 @@ type Plan struct {
 	BackoffLimit *int32
 	// Outcome tells from the replicas whether the job has ended; nil means not yet.
 	Outcome func(Replicas) *Outcome
+	// Objects are the job's children besides its replicas' pods and services: an SSH key
+	// Secret, a hostfile ConfigMap, a Service for all replicas. Each is created while the job
+	// has not ended, and again if it is deleted; it is never updated, and it lives until the
+	// job is deleted (pause and clean-up keep it).
+	Objects []Object
+}
+
+// ObjectKind is the kind of a job's other children.
+type ObjectKind string
+
+const (
+	SecretKind    ObjectKind = "Secret"
+	ConfigMapKind ObjectKind = "ConfigMap"
+	ServiceKind   ObjectKind = "Service"
+)
+
+// Object is one of a job's children besides its replicas.
+type Object struct {
+	Kind ObjectKind
+	Name string
+	// Build makes the object, a *corev1.Secret, *corev1.ConfigMap or *corev1.Service. It is
+	// called only when the object must be created (a key pair is made once); the engine sets
+	// its namespace, labels and owner.
+	Build func() (metav1.Object, error)
 }
 
 // Group is one replica type.
@@ -72,6 +96,11 @@ type Group struct {
 	// Template returns the pod template of the replica of a rank. The engine names the pod,
 	// labels it, owns it, and applies the run mode and scheduler.
 	Template func(rank int32) corev1.PodTemplateSpec
+	// PodName names the pod of a rank (nil: <job>-<type>-<rank>).
+	PodName func(rank int32) string
+	// After lists replica types every replica of which must be Ready before this group's pods
+	// are created (a launcher waits for its workers). Debug mode does not wait.
+	After []string
 	// MainContainer names the container that debug and resume settings change ("": the first).
 	MainContainer string
 	// Debug is the group's debug setting, used when the plan is in debug mode.
@@ -86,6 +115,11 @@ type Replica struct {
 	ExitCode int32
 	// Final: the replica has ended for good (succeeded, or failed with no restart left).
 	Final bool
+	// Ready: its pod is Ready.
+	Ready bool
+	// Lost: its pod is gone, or being deleted, though it had not ended (deleted by hand, or
+	// with its node); the engine creates it again unless the outcome says otherwise.
+	Lost bool
 }
 
 // Replicas are a job's replicas, by type and rank.

@@ -20,16 +20,19 @@ const (
 
 // setPhaseAndConditions fills in phase and conditions. Every condition type is reported once;
 // a condition's lastTransitionTime moves only when its status flips.
-func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused, resumed bool, failed []string, pods []*corev1.Pod, now time.Time) {
+func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused, resumed bool, failed []string, pods []*corev1.Pod, waiting string, now time.Time) {
 	s.Conditions = append([]batch.JobCondition(nil), old.Conditions...)
 	set := func(t batch.JobConditionType, status bool, reason, message string) {
 		setCondition(&s.Conditions, t, status, reason, message, now)
 	}
 	created, total, running := counts(s.Tasks)
 	initialized := hasTrue(old, batch.JobInitialized) || (total > 0 && created == total)
-	if initialized {
+	switch {
+	case initialized:
 		set(batch.JobInitialized, true, "-", msgInitialized)
-	} else {
+	case waiting != "":
+		set(batch.JobInitialized, false, "Waiting", waiting)
+	default:
 		set(batch.JobInitialized, false, "Creating", fmt.Sprintf("%d of %d replicas created.", created, total))
 	}
 

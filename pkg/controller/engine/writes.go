@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
 )
 
@@ -47,21 +48,29 @@ func inBatches(n int, write func(i int) error) (int, error) {
 // that a sync on a cache that does not show them yet does not create them again. It returns
 // how many were created, and reports them in one event (events are writes too).
 func (c *Controller) createAll(ctx context.Context, key string, job Job, d *Decision) (int, error) {
+	// The other objects first: pods mount the Secrets and ConfigMaps.
+	objects, err := c.createObjects(ctx, key, job, d.CreateObjects)
+	if err != nil {
+		return len(objects), err
+	}
 	var services, pods []string
 	var servicesErr, podsErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		services, servicesErr = create(c, servicesKey(key), "services", d.CreateServices, func(s *corev1.Service) error {
+		services, servicesErr = create(ctx, c, job, servicesKey(key), "services", d.CreateServices, func(s *corev1.Service) error {
 			_, err := c.kube.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
 			return err
 		})
 	})
-	pods, podsErr = create(c, podsKey(key), "pods", d.CreatePods, func(p *corev1.Pod) error {
+	pods, podsErr = create(ctx, c, job, podsKey(key), "pods", d.CreatePods, func(p *corev1.Pod) error {
 		_, err := c.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
 		return err
 	})
 	wg.Wait()
 	var parts []string
+	if len(objects) > 0 {
+		parts = append(parts, summarize(objects))
+	}
 	if len(pods) > 0 {
 		parts = append(parts, "pods "+summarize(pods))
 	}
@@ -71,15 +80,105 @@ func (c *Controller) createAll(ctx context.Context, key string, job Job, d *Deci
 	if len(parts) > 0 {
 		c.recorder.Eventf(job, corev1.EventTypeNormal, "Created", "Created %s", strings.Join(parts, "; "))
 	}
-	err := errors.Join(servicesErr, podsErr)
+	err = errors.Join(servicesErr, podsErr)
 	if err != nil {
 		c.recorder.Eventf(job, corev1.EventTypeWarning, "CreateFailed", "%v", err)
 	}
-	return len(services) + len(pods), err
+	return len(objects) + len(services) + len(pods), err
+}
+
+// createObjects creates the plan's other objects that are missing, one by one (they are few),
+// and returns them as kind/name.
+func (c *Controller) createObjects(ctx context.Context, key string, job Job, objs []Object) ([]string, error) {
+	var created []string
+	for _, o := range objs {
+		obj, err := o.Build()
+		if err != nil {
+			return created, fmt.Errorf("making %s %s: %w", o.Kind, o.Name, err)
+		}
+		obj.SetName(o.Name)
+		obj.SetNamespace(job.GetNamespace())
+		labels := obj.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[batch.LabelJobName] = job.GetName()
+		labels[batch.LabelControllerUID] = string(job.GetUID())
+		obj.SetLabels(labels)
+		obj.SetOwnerReferences(controllerRef(job))
+		var names []string
+		switch v := obj.(type) {
+		case *corev1.Secret:
+			names, err = create(ctx, c, job, secretsKey(key), "secrets", []*corev1.Secret{v}, func(s *corev1.Secret) error {
+				_, err := c.kube.CoreV1().Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
+				return err
+			})
+		case *corev1.ConfigMap:
+			names, err = create(ctx, c, job, configMapsKey(key), "configmaps", []*corev1.ConfigMap{v}, func(m *corev1.ConfigMap) error {
+				_, err := c.kube.CoreV1().ConfigMaps(m.Namespace).Create(ctx, m, metav1.CreateOptions{})
+				return err
+			})
+		case *corev1.Service:
+			names, err = create(ctx, c, job, servicesKey(key), "services", []*corev1.Service{v}, func(s *corev1.Service) error {
+				_, err := c.kube.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
+				return err
+			})
+		default:
+			return created, fmt.Errorf("%s %s: the engine does not create a %T", o.Kind, o.Name, obj)
+		}
+		for _, n := range names {
+			created = append(created, fmt.Sprintf("%s %s", strings.ToLower(string(o.Kind)), n))
+		}
+		if err != nil {
+			return created, err
+		}
+	}
+	return created, nil
+}
+
+// NameTakenError says that a child's name is held by an object the job does not own: the job
+// cannot run as long as it is there.
+type NameTakenError struct {
+	Kind, Name string
+}
+
+func (e *NameTakenError) Error() string {
+	return fmt.Sprintf("%s %s already exists and does not belong to this job: delete it, or give the job another name", e.Kind, e.Name)
+}
+
+// resourceKinds names the kinds of the resources the engine creates, for messages.
+var resourceKinds = map[string]string{"pods": "Pod", "services": "Service", "secrets": "Secret", "configmaps": "ConfigMap"}
+
+// checkOwner tells, after a create found the name taken, whether the object there is the
+// job's own (a cache that had not shown it yet) or another's.
+func (c *Controller) checkOwner(ctx context.Context, job Job, resource, name string) error {
+	ns, get := job.GetNamespace(), metav1.GetOptions{}
+	var obj metav1.Object
+	var err error
+	switch resource {
+	case "pods":
+		obj, err = c.kube.CoreV1().Pods(ns).Get(ctx, name, get)
+	case "services":
+		obj, err = c.kube.CoreV1().Services(ns).Get(ctx, name, get)
+	case "secrets":
+		obj, err = c.kube.CoreV1().Secrets(ns).Get(ctx, name, get)
+	case "configmaps":
+		obj, err = c.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, get)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil // gone since: the next sync creates it
+	case err != nil:
+		return err
+	}
+	if ref := metav1.GetControllerOf(obj); ref != nil && ref.UID == job.GetUID() {
+		return nil
+	}
+	return &NameTakenError{Kind: resourceKinds[resource], Name: name}
 }
 
 // create sends creations in batches and returns the names of the objects it created.
-func create[T metav1.Object](c *Controller, expectKey, resource string, objs []T, send func(T) error) ([]string, error) {
+func create[T metav1.Object](ctx context.Context, c *Controller, job Job, expectKey, resource string, objs []T, send func(T) error) ([]string, error) {
 	if len(objs) == 0 {
 		return nil, nil
 	}
@@ -95,9 +194,10 @@ func create[T metav1.Object](c *Controller, expectKey, resource string, objs []T
 			mu.Unlock()
 			return nil
 		case apierrors.IsAlreadyExists(err):
-			// A stale cache: it exists, and its add event will come; do not expect it twice.
+			// A stale cache (it exists, and its add event will come: do not expect it twice),
+			// or the name is another's.
 			c.expect.CreationObserved(expectKey)
-			return nil
+			return c.checkOwner(ctx, job, resource, objs[i].GetName())
 		default:
 			c.expect.CreationObserved(expectKey)
 			return fmt.Errorf("creating %s %s: %w", resource, objs[i].GetName(), err)

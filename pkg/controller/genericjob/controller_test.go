@@ -48,8 +48,9 @@ func start(t *testing.T, jobs []runtime.Object, kubeObjects ...runtime.Object) *
 	ctx, cancel := context.WithCancel(context.Background())
 	jobFactory := jobinformers.NewSharedInformerFactory(h.jobs, 0)
 	kubeFactory := informers.NewSharedInformerFactory(h.kube, 0)
+	core := kubeFactory.Core().V1()
 	c := engine.New(New(h.jobs, jobFactory.Batch().V1beta1().GenericJobs()), h.kube,
-		kubeFactory.Core().V1().Pods(), kubeFactory.Core().V1().Services(), record.NewFakeRecorder(1000))
+		engine.Informers{Pods: core.Pods(), Services: core.Services(), Secrets: core.Secrets(), ConfigMaps: core.ConfigMaps()}, record.NewFakeRecorder(1000))
 	jobFactory.Start(ctx.Done())
 	kubeFactory.Start(ctx.Done())
 	done := make(chan struct{})

@@ -1,0 +1,105 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+// A launcher-shaped plan: one launcher that waits for its workers, a job-wide Service, a
+// Secret and a ConfigMap.
+func launcherPlan(workersN int32) *Plan {
+	secret := func() (metav1.Object, error) { return &corev1.Secret{}, nil }
+	return &Plan{
+		Groups: []Group{
+			{Type: "launcher", Replicas: 1, Restart: batch.RestartNever, Template: template("mpirun"), After: []string{"worker"},
+				PodName: func(int32) string { return "job-launcher" }},
+			workers(workersN, batch.RestartNever, nil),
+		},
+		Objects: []Object{
+			{Kind: SecretKind, Name: "job-ssh", Build: secret},
+			{Kind: ConfigMapKind, Name: "job-hostfile", Build: func() (metav1.Object, error) { return &corev1.ConfigMap{}, nil }},
+			{Kind: ServiceKind, Name: "job", Build: func() (metav1.Object, error) { return &corev1.Service{}, nil }},
+		},
+		Outcome: func(Replicas) *Outcome { return nil },
+	}
+}
+
+func ready(p *corev1.Pod) *corev1.Pod {
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	return p
+}
+
+func launcherStatus(replicas ...batch.ReplicaStatus) batch.JobStatus {
+	s := batch.JobStatus{Phase: batch.JobPending, Tasks: []batch.TaskStatus{{Type: "launcher", Replicas: replicas[:1]}, {Type: "worker", Replicas: replicas[1:]}}}
+	return s
+}
+
+func TestLauncherWaitsForReadyWorkers(t *testing.T) {
+	plan := launcherPlan(2)
+	first := Decide(testJob(batch.JobStatus{}), plan, Children{}, now)
+	if got := names(first.CreatePods); strings.Join(got, ",") != "job-worker-0,job-worker-1" {
+		t.Errorf("first sync created %v, want the workers only", got)
+	}
+	if len(first.CreateObjects) != 3 {
+		t.Errorf("objects to create: %+v, want the Secret, ConfigMap and Service", first.CreateObjects)
+	}
+	if r := replicaOf(first.Status, "job-launcher"); r.Phase != "" || r.UID != "" {
+		t.Errorf("held-back launcher reported as %+v", r)
+	}
+
+	pods := []*corev1.Pod{ready(pod("job-worker-0", "w0", corev1.PodRunning, 0)), pod("job-worker-1", "w1", corev1.PodRunning, 0)}
+	children := Children{Pods: pods, Secrets: []*corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Name: "job-ssh"}}},
+		ConfigMaps: []*corev1.ConfigMap{{ObjectMeta: metav1.ObjectMeta{Name: "job-hostfile"}}},
+		Services:   []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "job"}}}}
+	second := Decide(testJob(*first.Status), plan, children, now)
+	if len(second.CreatePods) != 0 || len(second.CreateObjects) != 0 || len(second.DeleteServices) != 0 {
+		t.Errorf("one worker not ready: created %v, objects %v, deleted services %v", names(second.CreatePods), second.CreateObjects, names(second.DeleteServices))
+	}
+	c := condition(second.Status, batch.JobInitialized)
+	if c.Status != corev1.ConditionFalse || c.Reason != "Waiting" || !strings.Contains(c.Message, "launcher is created once every worker is ready: 1 of 2 ready") {
+		t.Errorf("Initialized = %+v: want the wait explained", c)
+	}
+
+	ready(pods[1])
+	third := Decide(testJob(*second.Status), plan, children, now)
+	if got := names(third.CreatePods); len(got) != 1 || got[0] != "job-launcher" || third.Waiting != "" {
+		t.Errorf("all workers ready: created %v, waiting %q", got, third.Waiting)
+	}
+}
+
+func TestDebugModeDoesNotWait(t *testing.T) {
+	plan := launcherPlan(2)
+	plan.Debug = true
+	d := Decide(testJob(batch.JobStatus{}), plan, Children{}, now)
+	if len(d.CreatePods) != 3 {
+		t.Errorf("debug mode created %v, want the launcher too", names(d.CreatePods))
+	}
+}
+
+// A worker whose pod is gone though it had not ended is reported lost to the outcome (a
+// launcher kind fails the job with it); other objects are kept at pause and at the end.
+func TestLostWorkerAndKeptObjects(t *testing.T) {
+	plan := launcherPlan(1)
+	var seen Replicas
+	plan.Outcome = func(rs Replicas) *Outcome { seen = rs; return nil }
+	status := launcherStatus(replicaStatus("job-launcher", "l0", batch.ReplicaRunning, 0), replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0))
+	Decide(testJob(status), plan, Children{Pods: []*corev1.Pod{pod("job-launcher", "l0", corev1.PodRunning, 0)}}, now)
+	if w := seen["worker"][0]; !w.Lost {
+		t.Errorf("worker view %+v, want lost", w)
+	}
+
+	plan.Paused = true
+	services := []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "job"}}}
+	d := Decide(testJob(status), plan, Children{Services: services}, now)
+	if len(d.DeleteServices) != 0 {
+		t.Errorf("pause deleted %v: the job's Service is kept", names(d.DeleteServices))
+	}
+	if w := replicaOf(d.Status, "job-worker-0"); w.Phase != batch.ReplicaDeleted {
+		t.Errorf("paused worker %+v", w)
+	}
+}

@@ -42,9 +42,9 @@ type Controller struct {
 	kube    kubernetes.Interface
 	// The children's caches, indexed by the UID of the job that owns them (byJob).
 	pods, services, secrets, configMaps cache.Indexer
-	recorder record.EventRecorder
-	queue    workqueue.TypedRateLimitingInterface[string]
-	synced   []cache.InformerSynced
+	recorder                            record.EventRecorder
+	queue                               workqueue.TypedRateLimitingInterface[string]
+	synced                              []cache.InformerSynced
 
 	// expect holds the pod and service writes the cache has yet to show.
 	expect *expectations.Expectations

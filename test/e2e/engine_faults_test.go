@@ -112,6 +112,7 @@ func TestCleanUpKeepsPodsThatJustEnded(t *testing.T) {
 	// Failed afterwards, with its deletionTimestamp set: that is no violation.)
 	var mu sync.Mutex
 	ended := map[types.UID]string{}
+	endedAtAll := map[types.UID]bool{} // ended before or while being deleted
 	deletedAfterEnd := map[types.UID]string{}
 	observe := func(obj any, deleted bool) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -124,6 +125,9 @@ func TestCleanUpKeepsPodsThatJustEnded(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		_, endedFirst := ended[p.UID]
+		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+			endedAtAll[p.UID] = true
+		}
 		switch {
 		case deleted || p.DeletionTimestamp != nil:
 			if endedFirst {
@@ -210,6 +214,12 @@ func TestCleanUpKeepsPodsThatJustEnded(t *testing.T) {
 					kept++
 					if r.Phase != batch.ReplicaFailed || len(r.Containers) == 0 || r.Containers[0].ExitCode == nil || *r.Containers[0].ExitCode != 1 {
 						t.Errorf("replica %s ended with exit code 1 but status says %+v", r.Name, r)
+					}
+				case r.Phase == batch.ReplicaFailed:
+					// Deleted while running, it ended while being deleted: so it says.
+					deleted++
+					if !endedAtAll[r.UID] || statusExitCode(r) != 1 {
+						t.Errorf("replica %s was never seen ended with exit code 1, yet status says %+v", r.Name, r)
 					}
 				default:
 					deleted++
@@ -319,4 +329,13 @@ func TestFailedReplicaShownAfterCleanUp(t *testing.T) {
 			t.Errorf("kubectl describe does not show %q:\n%s", want, out)
 		}
 	}
+}
+
+func statusExitCode(r batch.ReplicaStatus) int32 {
+	for _, c := range r.Containers {
+		if c.ExitCode != nil && *c.ExitCode != 0 {
+			return *c.ExitCode
+		}
+	}
+	return 0
 }

@@ -35,9 +35,11 @@ import (
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned/scheme"
 	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/colossalaijob"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/genericjob"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/mpijob"
 	"github.com/t9k-jobs/t9k-jobs/pkg/features"
 )
 
@@ -172,6 +174,8 @@ func runAll(ctx context.Context, o options, kube kubernetes.Interface, jobs vers
 	children := engine.Informers{Pods: core.Pods(), Services: core.Services(), Secrets: core.Secrets(), ConfigMaps: core.ConfigMaps()}
 	controllers := []*engine.Controller{
 		engine.New(genericjob.New(jobs, jobFactory.Batch().V1beta1().GenericJobs()), kube, children, recorder),
+		engine.New(mpijob.New(jobs, jobFactory.Batch().V1beta1().MPIJobs()), kube, children, recorder),
+		engine.New(colossalaijob.New(jobs, jobFactory.Batch().V1beta1().ColossalAIJobs()), kube, children, recorder),
 	}
 	jobFactory.Start(ctx.Done())
 	kubeFactory.Start(ctx.Done())

@@ -40,11 +40,12 @@ type Controller struct {
 	adapter Adapter
 	kind    string
 	kube    kubernetes.Interface
+	recorder record.EventRecorder
+	queue    workqueue.TypedRateLimitingInterface[string]
+	synced   []cache.InformerSynced
+
 	// The children's caches, indexed by the UID of the job that owns them (byJob).
 	pods, services, secrets, configMaps cache.Indexer
-	recorder                            record.EventRecorder
-	queue                               workqueue.TypedRateLimitingInterface[string]
-	synced                              []cache.InformerSynced
 
 	// expect holds the pod and service writes the cache has yet to show.
 	expect *expectations.Expectations

@@ -91,7 +91,6 @@ func Decide(job Job, plan *Plan, children Children, now time.Time) *Decision {
 	}
 
 	var all []*replica
-	views := Replicas{}
 	desired := map[string]bool{}
 	for gi := range plan.Groups {
 		g := &plan.Groups[gi]
@@ -101,12 +100,14 @@ func Decide(job Job, plan *Plan, children Children, now time.Time) *Decision {
 			r := x.observe(g, rank, prevByName[name], podByName[name])
 			r.status.Name = name
 			all = append(all, r)
-			views[g.Type] = append(views[g.Type], r.view)
 		}
 	}
-
 	if !plan.Debug {
-		d.Waiting = x.holdBack(all, views)
+		d.Waiting = x.holdBack(all)
+	}
+	views := Replicas{}
+	for _, r := range all {
+		views[r.group.Type] = append(views[r.group.Type], r.view)
 	}
 
 	outcome := (*Outcome)(nil)
@@ -289,14 +290,14 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 
 // holdBack keeps back the creation of replicas whose group waits for others to be Ready,
 // and says what they wait for ("" when nothing waits).
-func (x *decider) holdBack(all []*replica, views Replicas) string {
+func (x *decider) holdBack(all []*replica) string {
 	var waiting []string
 	for _, g := range x.plan.Groups {
 		ready, total, blocked := 0, 0, false
-		for _, t := range g.After {
-			for _, v := range views[t] {
+		for _, r := range all {
+			if contains(g.After, r.group.Type) {
 				total++
-				if v.Ready {
+				if r.view.Ready {
 					ready++
 				}
 			}

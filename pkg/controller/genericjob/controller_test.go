@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -14,64 +13,37 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned/fake"
 	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/enginetest"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
 )
 
 type harness struct {
+	*enginetest.Harness
 	kube *kubefake.Clientset
 	jobs *fake.Clientset
 }
 
-// start runs a GenericJob controller on fake clientsets until the test ends. The fake API
-// server does not set UIDs; a reactor does, as the real one would.
+// start runs a GenericJob controller on fake clientsets until the test ends.
 func start(t *testing.T, jobs []runtime.Object, kubeObjects ...runtime.Object) *harness {
 	t.Helper()
-	h := &harness{kube: kubefake.NewClientset(kubeObjects...), jobs: fake.NewClientset(jobs...)}
-	h.kube.PrependReactor("create", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		if obj, ok := action.(k8stesting.CreateAction).GetObject().(metav1.Object); ok && obj.GetUID() == "" {
-			obj.SetUID(uuid.NewUUID())
-		}
-		return false, nil, nil
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	jobFactory := jobinformers.NewSharedInformerFactory(h.jobs, 0)
-	kubeFactory := informers.NewSharedInformerFactory(h.kube, 0)
-	core := kubeFactory.Core().V1()
-	c := engine.New(New(h.jobs, jobFactory.Batch().V1beta1().GenericJobs()), h.kube,
-		engine.Informers{Pods: core.Pods(), Services: core.Services(), Secrets: core.Secrets(), ConfigMaps: core.ConfigMaps()}, record.NewFakeRecorder(1000))
-	jobFactory.Start(ctx.Done())
-	kubeFactory.Start(ctx.Done())
-	done := make(chan struct{})
-	go func() { c.Run(ctx, 2); close(done) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		jobFactory.Shutdown()
-		kubeFactory.Shutdown()
-	})
-	return h
+	h := enginetest.Start(t, func(c versioned.Interface, f jobinformers.SharedInformerFactory) engine.Adapter {
+		return New(c, f.Batch().V1beta1().GenericJobs())
+	}, jobs, kubeObjects...)
+	return &harness{Harness: h, kube: h.Kube, jobs: h.Jobs}
 }
 
 func (h *harness) waitFor(t *testing.T, what string, cond func(ctx context.Context) bool) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		return cond(ctx), nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
+	h.WaitFor(t, what, cond)
 }
 
 func (h *harness) job(t *testing.T) *batch.GenericJob {
@@ -83,15 +55,7 @@ func (h *harness) job(t *testing.T) *batch.GenericJob {
 	return job
 }
 
-func (h *harness) count(verb, resource string) int {
-	n := 0
-	for _, a := range append(h.kube.Actions(), h.jobs.Actions()...) {
-		if a.GetVerb() == verb && a.GetResource().Resource == resource && (resource != "genericjobs" || a.GetSubresource() == "status") {
-			n++
-		}
-	}
-	return n
-}
+func (h *harness) count(verb, resource string) int { return h.Count(verb, resource) }
 
 func (h *harness) setPodPhase(t *testing.T, name string, phase corev1.PodPhase, exitCode int32) {
 	t.Helper()

@@ -1,0 +1,141 @@
+// Package colossalaijob is the ColossalAIJob adapter of the job engine: workers that run sshd,
+// and a launcher, made from spec.launcher, that runs `colossalai run` over them (DESIGN §5,
+// docs/colossalai.md).
+package colossalaijob
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
+	informers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions/batch/v1beta1"
+	listers "github.com/t9k-jobs/t9k-jobs/pkg/client/listers/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/launcher"
+)
+
+const (
+	workerContainer   = "worker"
+	launcherContainer = "launcher"
+	// MasterPort is where worker 0 serves torch.distributed's rendezvous.
+	MasterPort = 29500
+)
+
+// Succeeded is the message of a ColossalAIJob whose launcher exited with code 0.
+const Succeeded = "The job has finished successfully: colossalai run exited with code 0."
+
+// Adapter describes ColossalAIJobs to the engine.
+type Adapter struct {
+	client   versioned.Interface
+	informer cache.SharedIndexInformer
+	lister   listers.ColossalAIJobLister
+}
+
+// New returns the ColossalAIJob adapter.
+func New(client versioned.Interface, informer informers.ColossalAIJobInformer) *Adapter {
+	return &Adapter{client: client, informer: informer.Informer(), lister: informer.Lister()}
+}
+
+var _ engine.Adapter = &Adapter{}
+
+// GroupVersionKind is ColossalAIJob's.
+func (a *Adapter) GroupVersionKind() schema.GroupVersionKind {
+	return batch.SchemeGroupVersion.WithKind("ColossalAIJob")
+}
+
+// Informer watches ColossalAIJobs.
+func (a *Adapter) Informer() cache.SharedIndexInformer { return a.informer }
+
+// Get reads a ColossalAIJob from the cache.
+func (a *Adapter) Get(namespace, name string) (engine.Job, error) {
+	return a.lister.ColossalAIJobs(namespace).Get(name)
+}
+
+// UpdateStatus writes a ColossalAIJob's status.
+func (a *Adapter) UpdateStatus(ctx context.Context, job engine.Job) (engine.Job, error) {
+	return a.client.BatchV1beta1().ColossalAIJobs(job.GetNamespace()).UpdateStatus(ctx, job.(*batch.ColossalAIJob), metav1.UpdateOptions{})
+}
+
+// Plan describes a ColossalAIJob: the launcher, then the workers, which are never restarted
+// (a restarted worker cannot rejoin ColossalAI training).
+func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {
+	job := obj.(*batch.ColossalAIJob).DeepCopy()
+	job.Default()
+	spec := &job.Spec
+	j := launcher.Job{Name: job.Name, UID: string(job.UID), Replicas: *spec.Worker.Replicas, SSH: spec.SSH,
+		HostLine: func(host string) string { return host }}
+	plan := &engine.Plan{
+		Groups: []engine.Group{
+			j.Launcher(launcherPod(job.Name, spec), launcherContainer),
+			j.Workers(spec.Worker.Template, workerContainer),
+		},
+		Objects: j.Objects(),
+		Outcome: launcher.Outcome(job.Name, Succeeded),
+	}
+	launcher.CleanUp(plan, spec.RunPolicy.CleanUpWorkers)
+	launcher.RunMode(plan, spec.RunMode, spec.Scheduler)
+	return plan, nil
+}
+
+// launcherPod is spec.launcher's container (image, pull policy, working directory, env,
+// resources) running colossalai run, in a pod with the worker template's volumes, mounted
+// where the worker container mounts them (the launcher's working directory is where the
+// workers run the script), and the workers' placement and security settings.
+func launcherPod(job string, spec *batch.ColossalAIJobSpec) corev1.PodTemplateSpec {
+	worker := spec.Worker.Template.Spec
+	c := corev1.Container{
+		Name: launcherContainer, Image: spec.Launcher.Image, ImagePullPolicy: spec.Launcher.ImagePullPolicy,
+		WorkingDir: spec.Launcher.WorkingDir, Env: spec.Launcher.Env, Resources: spec.Launcher.Resources,
+		Command: Run(job, spec),
+	}
+	for _, wc := range worker.Containers {
+		if wc.Name == workerContainer {
+			c.VolumeMounts = append(c.VolumeMounts, wc.VolumeMounts...)
+		}
+	}
+	return corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		Containers: []corev1.Container{c}, Volumes: worker.Volumes,
+		ImagePullSecrets: worker.ImagePullSecrets, SecurityContext: worker.SecurityContext,
+		NodeSelector: worker.NodeSelector, Affinity: worker.Affinity, Tolerations: worker.Tolerations,
+		ServiceAccountName: worker.ServiceAccountName, PriorityClassName: worker.PriorityClassName,
+	}}
+}
+
+// Run is the launcher's command: ColossalAI's launcher over the hostfile (one worker host per
+// line), worker 0 as torch.distributed's master, procPerWorker processes per worker,
+// torchArgs passed on to torchrun through --extra_launch_args, then the script and its
+// arguments.
+func Run(job string, spec *batch.ColossalAIJobSpec) []string {
+	cmd := []string{"colossalai", "run",
+		"--hostfile", launcher.HostfilePath,
+		"--master_addr", launcher.WorkerHost(job, 0),
+		"--master_port", fmt.Sprint(MasterPort),
+		"--nproc_per_node", fmt.Sprint(*spec.Worker.ProcPerWorker)}
+	if extra := ExtraLaunchArgs(spec.Worker.TorchArgs); extra != "" {
+		cmd = append(cmd, "--extra_launch_args", extra)
+	}
+	return append(cmd, spec.Worker.Command...)
+}
+
+// ExtraLaunchArgs writes torchrun arguments ("--max_restarts=3", "--rdzv_backend c10d",
+// "--standalone") the way colossalai run's --extra_launch_args takes them:
+// "max_restarts=3,rdzv_backend=c10d,standalone".
+func ExtraLaunchArgs(args []string) string {
+	var parts []string
+	for i := 0; i < len(args); i++ {
+		a := strings.TrimLeft(args[i], "-")
+		if !strings.Contains(a, "=") && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			a += "=" + args[i+1]
+			i++
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, ",")
+}

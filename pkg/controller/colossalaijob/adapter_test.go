@@ -1,0 +1,109 @@
+package colossalaijob
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/t9k-jobs/t9k-jobs/examples"
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
+	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/enginetest"
+)
+
+const ns = "ns"
+
+func newAdapter(c versioned.Interface, f jobinformers.SharedInformerFactory) engine.Adapter {
+	return New(c, f.Batch().V1beta1().ColossalAIJobs())
+}
+
+func seed(t *testing.T) *batch.ColossalAIJob {
+	t.Helper()
+	job := &batch.ColossalAIJob{}
+	if err := examples.Decode("colossalai-example.yaml", job); err != nil {
+		t.Fatal(err)
+	}
+	job.Namespace, job.UID = ns, "caj-uid"
+	return job
+}
+
+func jobOf(t *testing.T, h *enginetest.Harness) *batch.ColossalAIJob {
+	t.Helper()
+	job, err := h.Jobs.BatchV1beta1().ColossalAIJobs(ns).Get(context.Background(), "colossalai-example", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+// TestSeedExample: the documented example's launcher and workers as golden objects, and its
+// outcomes from the launcher's exit code; workers are never restarted.
+func TestSeedExample(t *testing.T) {
+	for _, code := range []int32{0, 1} {
+		t.Run(fmt.Sprintf("launcher exits %d", code), func(t *testing.T) {
+			h := enginetest.Start(t, newAdapter, []runtime.Object{seed(t)})
+			h.WaitFor(t, "2 workers", func(context.Context) bool { return len(h.Pods(t, ns)) == 2 })
+			for i := range 2 {
+				h.SetPod(t, ns, fmt.Sprintf("colossalai-example-worker-%d", i), corev1.PodRunning, true, 0)
+			}
+			var launcher *corev1.Pod
+			h.WaitFor(t, "the launcher", func(ctx context.Context) bool {
+				p, err := h.Kube.CoreV1().Pods(ns).Get(ctx, "colossalai-example-launcher", metav1.GetOptions{})
+				launcher = p
+				return err == nil
+			})
+			if code == 0 {
+				worker, err := h.Kube.CoreV1().Pods(ns).Get(context.Background(), "colossalai-example-worker-1", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				hostfile, _ := h.Kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "colossalai-example-hostfile", metav1.GetOptions{})
+				worker.Status, launcher.Status = corev1.PodStatus{}, corev1.PodStatus{}
+				enginetest.Golden(t, "seed", launcher.DeepCopy(), worker, hostfile)
+			}
+			phase := map[int32]corev1.PodPhase{0: corev1.PodSucceeded, 1: corev1.PodFailed}[code]
+			h.SetPod(t, ns, "colossalai-example-launcher", phase, false, code)
+			want := map[int32]batch.JobPhase{0: batch.JobSucceeded, 1: batch.JobFailed}[code]
+			h.WaitFor(t, "the outcome", func(context.Context) bool { return jobOf(t, h).Status.Phase == want })
+			if n := len(h.Pods(t, ns)); n != 3 {
+				t.Errorf("%d pods left: cleanUpWorkers is off, every pod is kept", n)
+			}
+		})
+	}
+}
+
+// TestWorkerFailureIsFinal: a worker that fails is not restarted and fails the job, naming it.
+func TestWorkerFailureIsFinal(t *testing.T) {
+	h := enginetest.Start(t, newAdapter, []runtime.Object{seed(t)})
+	h.WaitFor(t, "2 workers", func(context.Context) bool { return len(h.Pods(t, ns)) == 2 })
+	h.SetPod(t, ns, "colossalai-example-worker-1", corev1.PodFailed, false, 137)
+	h.WaitFor(t, "the job failed", func(context.Context) bool { return jobOf(t, h).Status.Phase == batch.JobFailed })
+	for _, c := range jobOf(t, h).Status.Conditions {
+		if c.Type == batch.JobConditionFailed && c.Message != "The job failed: worker colossalai-example-worker-1 failed with exit code 137; workers must run until the launcher ends." {
+			t.Errorf("Failed condition %+v", c)
+		}
+	}
+	if n := h.Count("create", "pods"); n != 2 {
+		t.Errorf("%d pod creations: a failed worker is never restarted, and no launcher starts", n)
+	}
+}
+
+func TestExtraLaunchArgs(t *testing.T) {
+	cases := map[string][]string{
+		"":                                   nil,
+		"standalone":                         {"--standalone"},
+		"max_restarts=3,rdzv_backend=c10d":   {"--max_restarts=3", "--rdzv_backend", "c10d"},
+		"standalone,nnodes=1,max_restarts=2": {"--standalone", "--nnodes=1", "--max_restarts", "2"},
+	}
+	for want, args := range cases {
+		if got := ExtraLaunchArgs(args); got != want {
+			t.Errorf("ExtraLaunchArgs(%q) = %q, want %q", args, got, want)
+		}
+	}
+}

@@ -1,0 +1,225 @@
+// Package launcher is what the launcher kinds (MPIJob, ColossalAIJob) share: workers that run
+// sshd behind one headless Service, a launcher that waits until every worker is Ready and
+// reaches them over SSH with the job's own key and a hostfile, and an outcome read from the
+// launcher alone (DESIGN §5). Each kind's adapter adds only its launcher's command.
+package launcher
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
+)
+
+const (
+	// HostfileDir is where the hostfile is mounted in the launcher, as HostfileDir/hostfile.
+	HostfileDir  = "/etc/t9k"
+	hostfileKey  = "hostfile"
+	sshPort      = 22
+	sshVolume    = "t9k-ssh"
+	hostfileVol  = "t9k-hostfile"
+	secretMode   = 0o600
+	hostfileMode = 0o644
+)
+
+// HostfilePath is the hostfile's path in the launcher.
+const HostfilePath = HostfileDir + "/" + hostfileKey
+
+// Job is what the shared parts need to know of a launcher job.
+type Job struct {
+	Name     string
+	UID      string
+	Replicas int32 // workers
+	// SSH is the job's SSH setting, defaulted.
+	SSH batch.SSHConfig
+	// HostLine writes the hostfile line of one worker host name.
+	HostLine func(host string) string
+}
+
+// WorkerHost is the name a worker resolves by: <job>-worker-<i>.<job>, its host name in the
+// subdomain of the job's Service.
+func WorkerHost(job string, rank int32) string {
+	return fmt.Sprintf("%s-%s-%d.%s", job, batch.WorkerType, rank, job)
+}
+
+// SecretName and HostfileName name the job's SSH Secret and hostfile ConfigMap.
+func SecretName(job string) string   { return job + "-ssh" }
+func HostfileName(job string) string { return job + "-hostfile" }
+
+// Objects are the job's Secret (its SSH keys), hostfile ConfigMap and workers' Service.
+func (j Job) Objects() []engine.Object {
+	return []engine.Object{
+		{Kind: engine.SecretKind, Name: SecretName(j.Name), Build: func() (metav1.Object, error) {
+			data, err := newKeys(j.SSH.AuthMountPath)
+			if err != nil {
+				return nil, err
+			}
+			return &corev1.Secret{Type: corev1.SecretTypeOpaque, Data: data}, nil
+		}},
+		{Kind: engine.ConfigMapKind, Name: HostfileName(j.Name), Build: func() (metav1.Object, error) {
+			var b strings.Builder
+			for i := range j.Replicas {
+				b.WriteString(j.HostLine(WorkerHost(j.Name, i)) + "\n")
+			}
+			return &corev1.ConfigMap{Data: map[string]string{hostfileKey: b.String()}}, nil
+		}},
+		{Kind: engine.ServiceKind, Name: j.Name, Build: func() (metav1.Object, error) {
+			return &corev1.Service{Spec: corev1.ServiceSpec{
+				ClusterIP: corev1.ClusterIPNone,
+				Selector: map[string]string{batch.LabelJobName: j.Name, batch.LabelReplicaType: batch.WorkerType,
+					batch.LabelControllerUID: j.UID},
+				Ports:                    []corev1.ServicePort{{Name: "ssh", Port: sshPort, TargetPort: intstr.FromInt32(sshPort)}},
+				PublishNotReadyAddresses: true, // the workers resolve while they start
+			}}, nil
+		}},
+	}
+}
+
+// Workers is the worker group: the template's main container runs sshd (its own command and
+// args are ignored, as the docs say) with the job's keys, answers a TCP readiness probe on
+// the SSH port, and every worker lives in the subdomain of the job's Service. Workers are
+// never restarted.
+func (j Job) Workers(template corev1.PodTemplateSpec, mainContainer string) engine.Group {
+	return engine.Group{
+		Type: batch.WorkerType, Replicas: j.Replicas, Restart: batch.RestartNever, MainContainer: mainContainer,
+		Template: func(int32) corev1.PodTemplateSpec {
+			t := *template.DeepCopy()
+			t.Spec.Subdomain = j.Name
+			j.mountSSH(&t.Spec, false)
+			for i := range t.Spec.Containers {
+				c := &t.Spec.Containers[i]
+				if c.Name != mainContainer {
+					continue
+				}
+				c.Command, c.Args = j.sshdCommand(), nil
+				if c.ReadinessProbe == nil {
+					c.ReadinessProbe = &corev1.Probe{
+						ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(sshPort)}},
+						PeriodSeconds: 2,
+					}
+				}
+			}
+			return t
+		},
+	}
+}
+
+// Launcher is the launcher group, <job>-launcher: the given pod with the SSH keys and the
+// hostfile mounted, created once every worker is Ready. It is never restarted.
+func (j Job) Launcher(pod corev1.PodTemplateSpec, mainContainer string) engine.Group {
+	return engine.Group{
+		Type: batch.LauncherType, Replicas: 1, Restart: batch.RestartNever, MainContainer: mainContainer,
+		After:   []string{batch.WorkerType},
+		PodName: func(int32) string { return j.Name + "-" + batch.LauncherType },
+		Template: func(int32) corev1.PodTemplateSpec {
+			t := *pod.DeepCopy()
+			j.mountSSH(&t.Spec, true)
+			return t
+		},
+	}
+}
+
+// mountSSH mounts the job's SSH Secret at authMountPath in every container, and in the
+// launcher the hostfile at HostfileDir.
+func (j Job) mountSSH(spec *corev1.PodSpec, hostfile bool) {
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: sshVolume, VolumeSource: corev1.VolumeSource{
+		Secret: &corev1.SecretVolumeSource{SecretName: SecretName(j.Name), DefaultMode: ptrMode(secretMode)}}})
+	mounts := []corev1.VolumeMount{{Name: sshVolume, MountPath: j.SSH.AuthMountPath, ReadOnly: true}}
+	if hostfile {
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: hostfileVol, VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: HostfileName(j.Name)},
+				DefaultMode: ptrMode(hostfileMode)}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: hostfileVol, MountPath: HostfileDir, ReadOnly: true})
+	}
+	for i := range spec.Containers {
+		spec.Containers[i].VolumeMounts = append(spec.Containers[i].VolumeMounts, mounts...)
+	}
+}
+
+// sshdCommand runs sshd in the foreground, logging to stderr, with the job's host key and
+// authorized keys from the Secret. The Secret's files are root-owned and read-only, and the
+// mount's directory is not for sshd to judge: StrictModes is off. sshd wants its privilege
+// separation directory, which images that do not start sshd themselves lack.
+func (j Job) sshdCommand() []string {
+	dir := j.SSH.AuthMountPath
+	return []string{"/bin/sh", "-c", `mkdir -p /run/sshd && exec "$@"`, "sshd",
+		j.SSH.SshdPath, "-D", "-e", "-p", fmt.Sprint(sshPort),
+		"-o", "HostKey=" + dir + "/" + hostKeyFile,
+		"-o", "AuthorizedKeysFile=" + dir + "/" + authorizedKeysFile,
+		"-o", "StrictModes=no", "-o", "PidFile=none"}
+}
+
+func ptrMode(m int32) *int32 { return &m }
+
+// Outcome reads a launcher job's outcome from its launcher alone: exit code 0 ends it with
+// success (the message says what that means for the kind), another code with failure. A
+// worker that ends (workers run sshd until the job ends) fails the job, since the launcher
+// cannot start or finish without it; so does a worker or launcher lost after the launcher
+// started.
+func Outcome(job, succeeded string) func(engine.Replicas) *engine.Outcome {
+	return func(rs engine.Replicas) *engine.Outcome {
+		var l engine.Replica
+		if ls := rs[batch.LauncherType]; len(ls) > 0 {
+			l = ls[0]
+		}
+		launcher := job + "-" + batch.LauncherType
+		switch {
+		case l.Phase == batch.ReplicaSucceeded:
+			return &engine.Outcome{Succeeded: true, Message: succeeded}
+		case l.Phase == batch.ReplicaFailed:
+			return &engine.Outcome{Message: fmt.Sprintf("The job exited with an error code: %s exited with code %d.", launcher, l.ExitCode)}
+		case l.Lost:
+			return &engine.Outcome{Message: fmt.Sprintf("The job failed: %s was deleted while it ran.", launcher)}
+		}
+		started := l.Phase != "" && l.Phase != batch.ReplicaCreating
+		for rank, w := range rs[batch.WorkerType] {
+			name := engine.ChildName(job, batch.WorkerType, int32(rank))
+			switch {
+			case w.Final:
+				return &engine.Outcome{Message: fmt.Sprintf("The job failed: worker %s %s%s; workers must run until the launcher ends.",
+					name, strings.ToLower(string(w.Phase)), exitText(w.ExitCode))}
+			case started && (w.Lost || w.Phase == batch.ReplicaCreating):
+				// The launcher starts only once every worker has a Ready pod: a worker
+				// without one since was lost, whatever status had time to record.
+				return &engine.Outcome{Message: fmt.Sprintf("The job failed: worker %s was deleted after the launcher started.", name)}
+			}
+		}
+		return nil
+	}
+}
+
+func exitText(code int32) string {
+	if code == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" with exit code %d", code)
+}
+
+// RunMode applies a job's run mode and scheduler to a plan and its groups.
+func RunMode(plan *engine.Plan, mode *batch.RunMode, scheduler *batch.SchedulePolicy) {
+	if mode != nil {
+		plan.Debug = mode.Debug != nil && mode.Debug.Enabled
+		plan.Paused = mode.Pause != nil && mode.Pause.Enabled
+		for i := range plan.Groups {
+			plan.Groups[i].Debug = mode.Debug.For(plan.Groups[i].Type)
+			plan.Groups[i].Resume = mode.Pause.For(plan.Groups[i].Type)
+		}
+	}
+	if scheduler != nil {
+		plan.Scheduler = scheduler.T9kScheduler
+	}
+}
+
+// CleanUp is the clean-up of a launcher job: runPolicy.cleanUpWorkers deletes the workers
+// once it has ended; the launcher is always kept, for its log.
+func CleanUp(plan *engine.Plan, cleanUpWorkers bool) {
+	plan.CleanUp, plan.CleanUpTypes = batch.CleanUpNone, nil
+	if cleanUpWorkers {
+		plan.CleanUp, plan.CleanUpTypes = batch.CleanUpAll, []string{batch.WorkerType}
+	}
+}

@@ -1,0 +1,175 @@
+// Package mpijob is the MPIJob adapter of the job engine: workers that run sshd, and a
+// launcher, made from the worker template, that runs mpirun over them (DESIGN §5).
+package mpijob
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
+	informers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions/batch/v1beta1"
+	listers "github.com/t9k-jobs/t9k-jobs/pkg/client/listers/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/launcher"
+)
+
+const (
+	workerContainer   = "mpi-worker"
+	launcherContainer = "launcher"
+)
+
+// Succeeded is the message of an MPIJob whose launcher exited with code 0: mpirun says only
+// that the job ended (the docs explain why), so the launcher's log tells how it went.
+const Succeeded = "The job has ended: mpirun exited with code 0. The launcher's log tells how training went."
+
+// Adapter describes MPIJobs to the engine.
+type Adapter struct {
+	client   versioned.Interface
+	informer cache.SharedIndexInformer
+	lister   listers.MPIJobLister
+}
+
+// New returns the MPIJob adapter.
+func New(client versioned.Interface, informer informers.MPIJobInformer) *Adapter {
+	return &Adapter{client: client, informer: informer.Informer(), lister: informer.Lister()}
+}
+
+var _ engine.Adapter = &Adapter{}
+
+// GroupVersionKind is MPIJob's.
+func (a *Adapter) GroupVersionKind() schema.GroupVersionKind {
+	return batch.SchemeGroupVersion.WithKind("MPIJob")
+}
+
+// Informer watches MPIJobs.
+func (a *Adapter) Informer() cache.SharedIndexInformer { return a.informer }
+
+// Get reads an MPIJob from the cache.
+func (a *Adapter) Get(namespace, name string) (engine.Job, error) {
+	return a.lister.MPIJobs(namespace).Get(name)
+}
+
+// UpdateStatus writes an MPIJob's status.
+func (a *Adapter) UpdateStatus(ctx context.Context, job engine.Job) (engine.Job, error) {
+	return a.client.BatchV1beta1().MPIJobs(job.GetNamespace()).UpdateStatus(ctx, job.(*batch.MPIJob), metav1.UpdateOptions{})
+}
+
+// Plan describes an MPIJob: the launcher, then the workers.
+func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {
+	job := obj.(*batch.MPIJob).DeepCopy()
+	job.Default()
+	spec := &job.Spec
+	slots := Slots(spec.Worker.ExtraMPIArgs, spec.Worker.Template)
+	j := launcher.Job{Name: job.Name, UID: string(job.UID), Replicas: *spec.Worker.Replicas, SSH: spec.SSH,
+		HostLine: func(host string) string { return fmt.Sprintf("%s slots=%d", host, slots) }}
+	plan := &engine.Plan{
+		Groups: []engine.Group{
+			j.Launcher(launcherPod(spec), launcherContainer),
+			j.Workers(spec.Worker.Template, workerContainer),
+		},
+		Objects: j.Objects(),
+		Outcome: launcher.Outcome(job.Name, Succeeded),
+	}
+	launcher.CleanUp(plan, spec.RunPolicy.CleanUpWorkers)
+	launcher.RunMode(plan, spec.RunMode, spec.Scheduler)
+	return plan, nil
+}
+
+// launcherPod is the worker template with its mpi-worker container, renamed launcher, alone,
+// running mpirun, and holding no extended resource (an accelerator is the workers').
+func launcherPod(spec *batch.MPIJobSpec) corev1.PodTemplateSpec {
+	t := *spec.Worker.Template.DeepCopy()
+	var main corev1.Container
+	for _, c := range t.Spec.Containers {
+		if c.Name == workerContainer {
+			main = c
+		}
+	}
+	main.Name = launcherContainer
+	main.Command, main.Args = MPIRun(spec), nil
+	main.ReadinessProbe, main.LivenessProbe, main.StartupProbe, main.Ports = nil, nil, nil, nil
+	main.Resources.Limits = withoutExtended(main.Resources.Limits)
+	main.Resources.Requests = withoutExtended(main.Resources.Requests)
+	t.Spec.Containers = []corev1.Container{main}
+	return t
+}
+
+// MPIRun is the launcher's command: mpirun (from mpiHome when set, with --prefix so that the
+// workers find OpenMPI there too) over the hostfile, with the ssh client config of the job's
+// Secret, each MCA parameter, the extra arguments as given, then the command.
+func MPIRun(spec *batch.MPIJobSpec) []string {
+	cmd := []string{"mpirun"}
+	if home := strings.TrimSuffix(spec.MPIHome, "/"); home != "" {
+		cmd = []string{home + "/bin/mpirun", "--prefix", home}
+	}
+	cmd = append(cmd, "--hostfile", launcher.HostfilePath)
+	if _, set := spec.MCA["plm_rsh_args"]; !set {
+		cmd = append(cmd, "--mca", "plm_rsh_args", "-F "+spec.SSH.AuthMountPath+"/config")
+	}
+	keys := make([]string, 0, len(spec.MCA))
+	for k := range spec.MCA {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		cmd = append(cmd, "--mca", k, spec.MCA[k])
+	}
+	cmd = append(cmd, spec.Worker.ExtraMPIArgs...)
+	return append(cmd, spec.Worker.Cmd...)
+}
+
+// Slots is how many processes the hostfile lets mpirun start on each worker: the processes
+// per node that extraMPIArgs ask for (-N, -npernode, --map-by ppr:N:node), else the
+// worker's GPUs, else 1. mpirun refuses to start more processes on a host than its slots.
+func Slots(args []string, template corev1.PodTemplateSpec) int {
+	for i, a := range args {
+		next := ""
+		if i+1 < len(args) {
+			next = args[i+1]
+		}
+		switch {
+		case a == "-N" || a == "-npernode" || a == "--npernode":
+			if n, err := strconv.Atoi(next); err == nil && n > 0 {
+				return n
+			}
+		case a == "--map-by" || a == "-map-by":
+			if parts := strings.Split(next, ":"); len(parts) >= 3 && strings.EqualFold(parts[0], "ppr") {
+				if n, err := strconv.Atoi(parts[1]); err == nil && n > 0 {
+					return n
+				}
+			}
+		}
+	}
+	for _, c := range template.Spec.Containers {
+		if c.Name == workerContainer {
+			if q, ok := c.Resources.Limits["nvidia.com/gpu"]; ok && q.Value() > 0 {
+				return int(q.Value())
+			}
+		}
+	}
+	return 1
+}
+
+// withoutExtended drops extended resources (those named with a domain, such as
+// nvidia.com/gpu), keeping cpu, memory, ephemeral-storage and hugepages.
+func withoutExtended(rl corev1.ResourceList) corev1.ResourceList {
+	if rl == nil {
+		return nil
+	}
+	out := corev1.ResourceList{}
+	for name, q := range rl {
+		if !strings.Contains(string(name), "/") {
+			out[name] = q
+		}
+	}
+	return out
+}

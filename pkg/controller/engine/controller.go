@@ -37,9 +37,9 @@ const statusWaitTTL = 30 * time.Second
 
 // Controller runs the jobs of one kind.
 type Controller struct {
-	adapter Adapter
-	kind    string
-	kube    kubernetes.Interface
+	adapter  Adapter
+	kind     string
+	kube     kubernetes.Interface
 	recorder record.EventRecorder
 	queue    workqueue.TypedRateLimitingInterface[string]
 	synced   []cache.InformerSynced

@@ -85,9 +85,10 @@ func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {
 }
 
 // launcherPod is spec.launcher's container (image, pull policy, working directory, env,
-// resources) running colossalai run, in a pod with the worker template's volumes, mounted
-// where the worker container mounts them (the launcher's working directory is where the
-// workers run the script), and the workers' placement and security settings.
+// resources) running colossalai run, in a pod with the worker template's labels,
+// annotations and volumes, mounted where the worker container mounts them (the launcher's
+// working directory is where the workers run the script), and the workers' placement and
+// security settings.
 func launcherPod(job string, spec *batch.ColossalAIJobSpec) corev1.PodTemplateSpec {
 	worker := spec.Worker.Template.Spec
 	c := corev1.Container{
@@ -100,7 +101,7 @@ func launcherPod(job string, spec *batch.ColossalAIJobSpec) corev1.PodTemplateSp
 			c.VolumeMounts = append(c.VolumeMounts, wc.VolumeMounts...)
 		}
 	}
-	return corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+	return corev1.PodTemplateSpec{ObjectMeta: *spec.Worker.Template.ObjectMeta.DeepCopy(), Spec: corev1.PodSpec{
 		Containers: []corev1.Container{c}, Volumes: worker.Volumes,
 		ImagePullSecrets: worker.ImagePullSecrets, SecurityContext: worker.SecurityContext,
 		NodeSelector: worker.NodeSelector, Affinity: worker.Affinity, Tolerations: worker.Tolerations,

@@ -281,7 +281,8 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 		default:
 			r.action = needsPod
 			// A pod it had is gone though it had not ended: deleted by hand, or with its node.
-			r.view.Lost = prev.UID != "" && prev.Phase != batch.ReplicaCreating
+			// (Deleted: the engine deleted it, for a pause or a restart.)
+			r.view.Lost = prev.UID != "" && prev.Phase != batch.ReplicaCreating && prev.Phase != batch.ReplicaDeleted
 			r.view.Phase = batch.ReplicaCreating
 		}
 	}

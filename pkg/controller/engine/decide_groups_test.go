@@ -103,3 +103,16 @@ func TestLostWorkerAndKeptObjects(t *testing.T) {
 		t.Errorf("paused worker %+v", w)
 	}
 }
+
+// Replicas the engine itself deleted (pause) are not lost when the job resumes.
+func TestResumedReplicasAreNotLost(t *testing.T) {
+	plan := launcherPlan(1)
+	var seen Replicas
+	plan.Outcome = func(rs Replicas) *Outcome { seen = rs; return nil }
+	status := launcherStatus(replicaStatus("job-launcher", "l0", batch.ReplicaDeleted, 0), replicaStatus("job-worker-0", "w0", batch.ReplicaDeleted, 0))
+	status.Conditions = []batch.JobCondition{{Type: batch.JobConditionPaused, Status: corev1.ConditionFalse, Reason: "Resumed"}}
+	Decide(testJob(status), plan, Children{}, now)
+	if seen["launcher"][0].Lost || seen["worker"][0].Lost {
+		t.Errorf("views after resume %+v: nothing was lost", seen)
+	}
+}

@@ -1,0 +1,181 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/t9k-jobs/t9k-jobs/examples"
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+// The local cluster's launcher annotations (README, Testing): workers run until deleted, the
+// launcher ends as these say.
+const (
+	launcherExitCode = "test.batch.tensorstack.dev/launcher-exit-code"
+	launcherRunTime  = "test.batch.tensorstack.dev/launcher-run-time"
+)
+
+func launcherExits(t *corev1.PodTemplateSpec, code string) {
+	t.Annotations = map[string]string{launcherExitCode: code, launcherRunTime: "1s"}
+}
+
+func waitStatus(t *testing.T, what string, get func(ctx context.Context) (*batch.JobStatus, error), cond func(*batch.JobStatus) bool) *batch.JobStatus {
+	t.Helper()
+	var s *batch.JobStatus
+	waitFor(t, what, jobTimeout, func(ctx context.Context) (bool, error) {
+		var err error
+		s, err = get(ctx)
+		return err == nil && cond(s), nil
+	})
+	return s
+}
+
+func conditionIn(s *batch.JobStatus, t batch.JobConditionType) batch.JobCondition {
+	for _, c := range s.Conditions {
+		if c.Type == t {
+			return c
+		}
+	}
+	return batch.JobCondition{}
+}
+
+func mpiStatus(ns, name string) func(context.Context) (*batch.JobStatus, error) {
+	return func(ctx context.Context) (*batch.JobStatus, error) {
+		j, err := env.jobs.BatchV1beta1().MPIJobs(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return &j.Status, nil
+	}
+}
+
+// TestMPIExample: the documented MPIJob ends as its launcher does; cleanUpWorkers removes the
+// workers and keeps the launcher; `kubectl get mj` shows the launcher's progress.
+func TestMPIExample(t *testing.T) {
+	for _, tc := range []struct {
+		code    string
+		phase   batch.JobPhase
+		cond    batch.JobConditionType
+		message string
+	}{
+		{"0", batch.JobSucceeded, batch.JobCompleted, "The job has ended: mpirun exited with code 0."},
+		{"1", batch.JobFailed, batch.JobConditionFailed, "The job exited with an error code: mpi-example-launcher exited with code 1."},
+	} {
+		t.Run("launcher exits "+tc.code, func(t *testing.T) {
+			ns := namespace(t)
+			job := &batch.MPIJob{}
+			if err := examples.Decode("mpi-example.yaml", job); err != nil {
+				t.Fatal(err)
+			}
+			launcherExits(&job.Spec.Worker.Template, tc.code)
+			if _, err := env.jobs.BatchV1beta1().MPIJobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			s := waitStatus(t, "the outcome", mpiStatus(ns, job.Name), func(s *batch.JobStatus) bool { return s.Phase == tc.phase })
+			if c := conditionIn(s, tc.cond); c.Status != corev1.ConditionTrue || !strings.HasPrefix(c.Message, tc.message) {
+				t.Errorf("%s condition %+v, want %q", tc.cond, c, tc.message)
+			}
+			if len(s.Tasks) != 2 || s.Tasks[0].Type != "launcher" || s.Tasks[1].Type != "worker" || len(s.Tasks[1].Replicas) != 5 {
+				t.Errorf("tasks %+v: want the launcher, then 5 workers", s.Tasks)
+			}
+			waitFor(t, "the workers cleaned up, the launcher kept", jobTimeout, func(ctx context.Context) (bool, error) {
+				names := podNames(t, ns)
+				return len(names) == 1 && names[0] == "mpi-example-launcher", nil
+			})
+			out, err := kubectl("get", "mj", "-n", ns)
+			if err != nil || !strings.Contains(out, string(tc.phase)) || !strings.Contains(out, "LAUNCHER") {
+				t.Errorf("kubectl get mj (%v):\n%s", err, out)
+			}
+		})
+	}
+}
+
+// TestColossalAIExample: the documented ColossalAIJob (with the PVC it names) succeeds when
+// its launcher exits 0; cleanUpWorkers is off, so every pod stays.
+func TestColossalAIExample(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	// The example mounts the claim "colossalai": a volume for it, bound by the cluster.
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-colossalai"}, Spec: corev1.PersistentVolumeSpec{
+		Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+		AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+		PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + ns}},
+		ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: "colossalai"},
+		PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+	}}
+	if _, err := env.kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.kube.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{}) })
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "colossalai"}, Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}, StorageClassName: new(string), VolumeName: pv.Name,
+		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+	}}
+	if _, err := env.kube.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	job := &batch.ColossalAIJob{}
+	if err := examples.Decode("colossalai-example.yaml", job); err != nil {
+		t.Fatal(err)
+	}
+	launcherExits(&job.Spec.Worker.Template, "0")
+	if _, err := env.jobs.BatchV1beta1().ColossalAIJobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := waitStatus(t, "success", func(ctx context.Context) (*batch.JobStatus, error) {
+		j, err := env.jobs.BatchV1beta1().ColossalAIJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return &j.Status, nil
+	}, func(s *batch.JobStatus) bool { return s.Phase == batch.JobSucceeded })
+	if c := conditionIn(s, batch.JobCompleted); c.Status != corev1.ConditionTrue {
+		t.Errorf("Completed %+v", c)
+	}
+	if names := podNames(t, ns); len(names) != 3 {
+		t.Errorf("pods %v: want the launcher and both workers kept", names)
+	}
+}
+
+// TestMPIPauseAndResume: pausing deletes the launcher and workers and keeps the Secret,
+// hostfile and Service; resuming starts the workers, then the launcher once they are Ready.
+func TestMPIPauseAndResume(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	job := &batch.MPIJob{}
+	if err := examples.Decode("mpi-example.yaml", job); err != nil {
+		t.Fatal(err)
+	}
+	mpi := env.jobs.BatchV1beta1().MPIJobs(ns)
+	if _, err := mpi.Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, "running", mpiStatus(ns, job.Name), func(s *batch.JobStatus) bool { return s.Phase == batch.JobRunning })
+	patch := func(enabled string) {
+		t.Helper()
+		if _, err := mpi.Patch(ctx, job.Name, "application/merge-patch+json", []byte(`{"spec":{"runMode":{"pause":{"enabled":`+enabled+`}}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch("true")
+	waitStatus(t, "paused", mpiStatus(ns, job.Name), func(s *batch.JobStatus) bool {
+		return s.Phase == batch.JobPaused && conditionIn(s, batch.JobConditionPaused).Reason == "Paused"
+	})
+	waitFor(t, "no pod left", jobTimeout, func(context.Context) (bool, error) { return len(podNames(t, ns)) == 0, nil })
+	if _, err := env.kube.CoreV1().Secrets(ns).Get(ctx, "mpi-example-ssh", metav1.GetOptions{}); err != nil {
+		t.Errorf("the Secret went with the pause: %v", err)
+	}
+	if _, err := env.kube.CoreV1().Services(ns).Get(ctx, "mpi-example", metav1.GetOptions{}); err != nil {
+		t.Errorf("the Service went with the pause: %v", err)
+	}
+	patch("false")
+	waitStatus(t, "running again", mpiStatus(ns, job.Name), func(s *batch.JobStatus) bool {
+		return s.Phase == batch.JobRunning && s.Tasks[0].Replicas[0].Phase == batch.ReplicaRunning
+	})
+}

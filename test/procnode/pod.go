@@ -1,0 +1,471 @@
+package procnode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+)
+
+// podRunner runs one pod: its sandbox (network namespace, hosts and resolv.conf), volumes,
+// init containers in order, then its containers, readiness probes, and status; and stops it
+// when it is deleted.
+type podRunner struct {
+	n                                   *Node
+	key, namespace, hostname, subdomain string
+	uid                                 types.UID
+	labels                              map[string]string
+	pod                                 *corev1.Pod
+	dir                                 string
+
+	mu      sync.Mutex
+	ip      netip.Addr
+	serving bool // the pod has its address and has not ended
+	ready   bool
+
+	deleteOnce sync.Once
+	deleting   chan time.Duration // the grace period
+	done       chan struct{}
+}
+
+func newPodRunner(n *Node, pod *corev1.Pod) *podRunner {
+	return &podRunner{n: n, key: pod.Namespace + "/" + pod.Name, namespace: pod.Namespace, uid: pod.UID,
+		hostname: hostnameOf(pod), subdomain: pod.Spec.Subdomain, labels: pod.Labels, pod: pod.DeepCopy(),
+		dir:      filepath.Join(n.opts.StateDir, "pods", pod.Namespace+"_"+pod.Name),
+		deleting: make(chan time.Duration, 1), done: make(chan struct{})}
+}
+
+func hostnameOf(pod *corev1.Pod) string {
+	if pod.Spec.Hostname != "" {
+		return pod.Spec.Hostname
+	}
+	return pod.Name
+}
+
+// address is the pod's address while it serves, and whether it is Ready.
+func (r *podRunner) address() (netip.Addr, bool, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ip, r.ready, r.serving
+}
+
+// delete asks the runner to stop the pod within grace, and remove it.
+func (r *podRunner) delete(grace time.Duration) {
+	r.deleteOnce.Do(func() { r.deleting <- grace })
+}
+
+// container is one running container.
+type container struct {
+	spec    *corev1.Container
+	cmd     *exec.Cmd
+	started time.Time
+	exited  chan struct{}
+	code    int32
+	ended   time.Time
+	ready   bool
+	probed  time.Time
+}
+
+func (r *podRunner) run(ctx context.Context) {
+	defer close(r.done)
+	defer r.n.forget(r)
+	log := func(format string, args ...any) { r.n.log("pod %s: %s", r.key, fmt.Sprintf(format, args...)) }
+	status := corev1.PodStatus{Phase: corev1.PodPending, HostIP: r.n.net.gateway.String(), StartTime: ptrTime(time.Now()),
+		Conditions: []corev1.PodCondition{condition(corev1.PodScheduled, true, "")}}
+
+	holder, err := r.sandbox()
+	if holder != nil {
+		defer func() {
+			_ = holder.Kill()
+			r.mu.Lock()
+			r.serving = false
+			r.mu.Unlock()
+			r.n.net.release(r.ip)
+		}()
+	}
+	if err != nil {
+		log("sandbox: %v", err)
+		r.finish(ctx, status, "SandboxFailed", err.Error())
+		return
+	}
+	status.PodIP, status.PodIPs = r.ip.String(), []corev1.PodIP{{IP: r.ip.String()}}
+	r.writeStatus(ctx, status)
+	volumes, err := r.volumes(ctx)
+	if err != nil {
+		log("volumes: %v", err)
+		r.finish(ctx, status, "VolumesFailed", err.Error())
+		return
+	}
+
+	// Init containers, in order; one that fails fails the pod.
+	for i := range r.pod.Spec.InitContainers {
+		c, err := r.start(ctx, &r.pod.Spec.InitContainers[i], holder, volumes)
+		if err != nil {
+			log("init container %s: %v", r.pod.Spec.InitContainers[i].Name, err)
+			r.finish(ctx, status, "InitContainerFailed", err.Error())
+			return
+		}
+		select {
+		case <-c.exited:
+		case grace := <-r.deleting:
+			r.stop([]*container{c}, grace)
+			r.n.remove(r.pod)
+			return
+		}
+		status.InitContainerStatuses = append(status.InitContainerStatuses, c.status())
+		if c.code != 0 {
+			r.finish(ctx, status, "InitContainerFailed", fmt.Sprintf("init container %s exited with code %d", c.spec.Name, c.code))
+			return
+		}
+	}
+	status.Conditions = append(status.Conditions, condition(corev1.PodInitialized, true, ""))
+
+	var containers []*container
+	for i := range r.pod.Spec.Containers {
+		c, err := r.start(ctx, &r.pod.Spec.Containers[i], holder, volumes)
+		if err != nil {
+			log("container %s: %v", r.pod.Spec.Containers[i].Name, err)
+			r.stop(containers, 0)
+			r.finish(ctx, status, "ContainerFailed", err.Error())
+			return
+		}
+		containers = append(containers, c)
+	}
+	status.Phase = corev1.PodRunning
+	log("running at %s", r.ip)
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	written := ""
+	for {
+		ended := 0
+		for _, c := range containers {
+			select {
+			case <-c.exited:
+				ended++
+			default:
+			}
+		}
+		r.probe(ctx, containers)
+		status = r.podStatus(status, containers, ended == len(containers))
+		if text := statusKey(status); text != written {
+			r.writeStatus(ctx, status)
+			written = text
+		}
+		if ended == len(containers) {
+			log("ended: %s", status.Phase)
+			break
+		}
+		select {
+		case <-tick.C:
+		case grace := <-r.deleting:
+			r.stop(containers, grace)
+			r.n.remove(r.pod)
+			return
+		case <-ctx.Done():
+			r.stop(containers, 0)
+			return
+		}
+	}
+	// Ended: the sandbox goes (deferred); the pod object stays until it is deleted.
+	select {
+	case <-r.deleting:
+		r.n.remove(r.pod)
+	case <-ctx.Done():
+	}
+}
+
+// sandbox makes the pod's network namespace and its hosts and resolv.conf files.
+func (r *podRunner) sandbox() (*os.Process, error) {
+	_ = os.RemoveAll(r.dir)
+	if err := os.MkdirAll(filepath.Join(r.dir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	holder, err := holdNamespace()
+	if err != nil {
+		return nil, err
+	}
+	h := fnv.New32a()
+	h.Write([]byte(r.uid))
+	ip, err := r.n.net.attach(holder, fmt.Sprintf("%08x", h.Sum32()))
+	if err != nil {
+		return holder, err
+	}
+	r.mu.Lock()
+	r.ip, r.serving = ip, true
+	r.mu.Unlock()
+	names := r.hostname
+	if r.subdomain != "" {
+		names = fmt.Sprintf("%s.%s.%s.svc.%s %s", r.hostname, r.subdomain, r.namespace, clusterDomain, r.hostname)
+	}
+	hosts := fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n%s\t%s\n", ip, names)
+	resolv := fmt.Sprintf("nameserver %s\nsearch %s.svc.%s svc.%s %s\noptions ndots:5\n", r.n.net.gateway, r.namespace, clusterDomain, clusterDomain, clusterDomain)
+	if err := os.WriteFile(filepath.Join(r.dir, "hosts"), []byte(hosts), 0o644); err != nil {
+		return holder, err
+	}
+	return holder, os.WriteFile(filepath.Join(r.dir, "resolv.conf"), []byte(resolv), 0o644)
+}
+
+// start starts a container: its init in new mount, UTS and PID namespaces, joined to the
+// pod's network.
+func (r *podRunner) start(ctx context.Context, c *corev1.Container, holder *os.Process, volumes map[string]string) (*container, error) {
+	env, err := containerEnv(ctx, r.n.opts.Kube, r.pod, r.ip.String(), c)
+	if err != nil {
+		return nil, err
+	}
+	argv, err := command(c, env)
+	if err != nil {
+		return nil, err
+	}
+	spec := containerSpec{Hostname: r.hostname, NetNS: nsPath(holder), Dir: c.WorkingDir, Env: env, Command: argv,
+		Log: LogPath(r.n.opts.StateDir, r.namespace, r.pod.Name, c.Name),
+		Mounts: []mount{
+			{Source: filepath.Join(r.dir, "hosts"), Target: "/etc/hosts", File: true},
+			{Source: filepath.Join(r.dir, "resolv.conf"), Target: "/etc/resolv.conf", File: true},
+		}}
+	for _, vm := range c.VolumeMounts {
+		src, ok := volumes[vm.Name]
+		if !ok {
+			return nil, fmt.Errorf("volumeMount %s names no volume", vm.Name)
+		}
+		if vm.SubPath != "" {
+			src = filepath.Join(src, vm.SubPath)
+			if _, err := os.Stat(src); os.IsNotExist(err) {
+				if err := os.MkdirAll(src, 0o755); err != nil {
+					return nil, err
+				}
+			}
+		}
+		fi, err := os.Stat(src)
+		if err != nil {
+			return nil, err
+		}
+		spec.Mounts = append(spec.Mounts, mount{Source: src, Target: vm.MountPath, ReadOnly: vm.ReadOnly, File: !fi.IsDir()})
+	}
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	specPath := filepath.Join(r.dir, "container-"+c.Name+".json")
+	if err := os.WriteFile(specPath, data, 0o600); err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, containerArg, specPath)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS | syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
+	cmd.Stderr = r.n.opts.Log
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	ct := &container{spec: c, cmd: cmd, started: time.Now(), exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		ct.code = exitCode(cmd.ProcessState)
+		ct.ended = time.Now()
+		close(ct.exited)
+	}()
+	return ct, nil
+}
+
+func exitCode(s *os.ProcessState) int32 {
+	if ws, ok := s.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int32(ws.Signal())
+	}
+	return int32(s.ExitCode())
+}
+
+// stop sends SIGTERM to the containers, and SIGKILL to those still there after grace.
+func (r *podRunner) stop(containers []*container, grace time.Duration) {
+	for _, c := range containers {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	deadline := time.After(grace)
+	for _, c := range containers {
+		select {
+		case <-c.exited:
+		case <-deadline:
+			for _, c := range containers {
+				_ = c.cmd.Process.Kill()
+			}
+			<-c.exited
+		}
+	}
+	r.n.log("pod %s: stopped", r.key)
+}
+
+// probe runs the readiness probes that are due.
+func (r *podRunner) probe(ctx context.Context, containers []*container) {
+	for _, c := range containers {
+		select {
+		case <-c.exited:
+			c.ready = false
+			continue
+		default:
+		}
+		p := c.spec.ReadinessProbe
+		if p == nil {
+			c.ready = true
+			continue
+		}
+		period := time.Duration(max(p.PeriodSeconds, 1)) * time.Second
+		now := time.Now()
+		if now.Sub(c.started) < time.Duration(p.InitialDelaySeconds)*time.Second || now.Sub(c.probed) < period {
+			continue
+		}
+		c.probed = now
+		switch {
+		case p.TCPSocket != nil:
+			port := p.TCPSocket.Port.IntValue()
+			if port == 0 {
+				for _, cp := range c.spec.Ports {
+					if cp.Name == p.TCPSocket.Port.StrVal {
+						port = int(cp.ContainerPort)
+					}
+				}
+			}
+			c.ready = r.n.net.dial(ctx, net.JoinHostPort(r.ip.String(), strconv.Itoa(port)))
+		case p.Exec != nil:
+			pctx, cancel := context.WithTimeout(ctx, time.Duration(max(p.TimeoutSeconds, 1))*time.Second)
+			args := append([]string{"-t", strconv.Itoa(c.cmd.Process.Pid), "-m", "-u", "-n", "-p", "--"}, p.Exec.Command...)
+			c.ready = exec.CommandContext(pctx, "nsenter", args...).Run() == nil
+			cancel()
+		default:
+			c.ready = true
+		}
+	}
+	ready := len(containers) > 0
+	for _, c := range containers {
+		ready = ready && c.ready
+	}
+	r.mu.Lock()
+	r.ready = ready
+	r.mu.Unlock()
+}
+
+// podStatus is the pod's status with its containers as they are.
+func (r *podRunner) podStatus(s corev1.PodStatus, containers []*container, ended bool) corev1.PodStatus {
+	s.ContainerStatuses = nil
+	ready, failed := true, false
+	for _, c := range containers {
+		cs := c.status()
+		s.ContainerStatuses = append(s.ContainerStatuses, cs)
+		ready = ready && cs.Ready
+		failed = failed || (cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0)
+	}
+	if ended {
+		s.Phase = corev1.PodSucceeded
+		if failed {
+			s.Phase = corev1.PodFailed
+		}
+		ready = false
+	}
+	s.Conditions = setCondition(s.Conditions, condition(corev1.ContainersReady, ready, ""))
+	s.Conditions = setCondition(s.Conditions, condition(corev1.PodReady, ready, ""))
+	return s
+}
+
+func (c *container) status() corev1.ContainerStatus {
+	cs := corev1.ContainerStatus{Name: c.spec.Name, Image: c.spec.Image, ImageID: "procnode://" + c.spec.Image,
+		ContainerID: fmt.Sprintf("procnode://%d", c.cmd.Process.Pid), Ready: c.ready, Started: ptrBool(true)}
+	select {
+	case <-c.exited:
+		reason := "Completed"
+		if c.code != 0 {
+			reason = "Error"
+		}
+		cs.Ready, cs.Started = false, ptrBool(false)
+		cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: c.code, Reason: reason,
+			StartedAt: metav1.NewTime(c.started), FinishedAt: metav1.NewTime(c.ended), ContainerID: cs.ContainerID}
+	default:
+		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(c.started)}
+	}
+	return cs
+}
+
+// finish ends a pod that could not run: Failed, with the reason and message.
+func (r *podRunner) finish(ctx context.Context, s corev1.PodStatus, reason, message string) {
+	s.Phase, s.Reason, s.Message = corev1.PodFailed, reason, message
+	r.writeStatus(ctx, s)
+	select {
+	case <-r.deleting:
+		r.n.remove(r.pod)
+	case <-ctx.Done():
+	}
+}
+
+// writeStatus writes the pod's status, retrying on conflicts; a pod that is gone, or was
+// replaced, is left alone.
+func (r *podRunner) writeStatus(ctx context.Context, s corev1.PodStatus) {
+	pods := r.n.opts.Kube.CoreV1().Pods(r.namespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pod, err := pods.Get(ctx, r.pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if pod.UID != r.uid {
+			return nil
+		}
+		pod.Status = s
+		_, err = pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		r.n.log("pod %s: status: %v", r.key, err)
+	}
+}
+
+// statusKey is what of a status is worth a write when it changes (timestamps aside).
+func statusKey(s corev1.PodStatus) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s|", s.Phase, s.PodIP)
+	for _, c := range s.Conditions {
+		fmt.Fprintf(&b, "%s=%s|", c.Type, c.Status)
+	}
+	for _, c := range s.ContainerStatuses {
+		fmt.Fprintf(&b, "%s %v %v|", c.Name, c.Ready, c.State.Terminated != nil)
+	}
+	return b.String()
+}
+
+func condition(t corev1.PodConditionType, ok bool, reason string) corev1.PodCondition {
+	status := corev1.ConditionFalse
+	if ok {
+		status = corev1.ConditionTrue
+	}
+	return corev1.PodCondition{Type: t, Status: status, Reason: reason, LastTransitionTime: metav1.Now()}
+}
+
+// setCondition sets a condition, keeping its transition time while its status holds.
+func setCondition(conds []corev1.PodCondition, c corev1.PodCondition) []corev1.PodCondition {
+	for i := range conds {
+		if conds[i].Type == c.Type {
+			if conds[i].Status == c.Status {
+				c.LastTransitionTime = conds[i].LastTransitionTime
+			}
+			conds[i] = c
+			return conds
+		}
+	}
+	return append(conds, c)
+}
+
+func ptrTime(t time.Time) *metav1.Time { mt := metav1.NewTime(t); return &mt }
+func ptrBool(b bool) *bool             { return &b }

@@ -1,0 +1,128 @@
+package procnode
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// volumes makes the pod's volumes as directories on the node and returns them by name:
+// Secrets and ConfigMaps as files (keys or items, with their modes), emptyDir (medium Memory
+// under /dev/shm), hostPath as it is, a PersistentVolumeClaim as one directory per claim
+// shared by every pod of the node. Other kinds (the service account token, downward API) are
+// empty directories. A container mounts them in its own mount namespace.
+func (r *podRunner) volumes(ctx context.Context) (map[string]string, error) {
+	out := map[string]string{}
+	for _, v := range r.pod.Spec.Volumes {
+		dir := filepath.Join(r.dir, "volumes", v.Name)
+		var err error
+		switch {
+		case v.Secret != nil:
+			err = r.keyFiles(ctx, dir, v.Secret.SecretName, v.Secret.Items, v.Secret.DefaultMode, v.Secret.Optional, func(ctx context.Context, name string) (map[string][]byte, error) {
+				s, err := r.n.opts.Kube.CoreV1().Secrets(r.namespace).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return nil, err
+				}
+				return s.Data, nil
+			})
+		case v.ConfigMap != nil:
+			err = r.keyFiles(ctx, dir, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.DefaultMode, v.ConfigMap.Optional, func(ctx context.Context, name string) (map[string][]byte, error) {
+				cm, err := r.n.opts.Kube.CoreV1().ConfigMaps(r.namespace).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return nil, err
+				}
+				data := map[string][]byte{}
+				for k, v := range cm.Data {
+					data[k] = []byte(v)
+				}
+				for k, v := range cm.BinaryData {
+					data[k] = v
+				}
+				return data, nil
+			})
+		case v.EmptyDir != nil && v.EmptyDir.Medium == corev1.StorageMediumMemory:
+			dir = filepath.Join("/dev/shm", "t9k-procnode", r.n.opts.Name, string(r.uid), v.Name)
+			err = os.MkdirAll(dir, 0o777)
+		case v.HostPath != nil:
+			dir = v.HostPath.Path
+			if t := v.HostPath.Type; t != nil && *t == corev1.HostPathDirectoryOrCreate {
+				err = os.MkdirAll(dir, 0o755)
+			}
+		case v.PersistentVolumeClaim != nil:
+			dir = filepath.Join(r.n.opts.StateDir, "claims", r.namespace, v.PersistentVolumeClaim.ClaimName)
+			err = os.MkdirAll(dir, 0o777)
+		default:
+			err = os.MkdirAll(dir, 0o777)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("volume %s: %w", v.Name, err)
+		}
+		out[v.Name] = dir
+	}
+	return out, nil
+}
+
+// keyFiles writes the keys of a Secret or ConfigMap as files, waiting a while for it to
+// exist (a kubelet waits, too).
+func (r *podRunner) keyFiles(ctx context.Context, dir, name string, items []corev1.KeyToPath, defaultMode *int32, optional *bool,
+	get func(context.Context, string) (map[string][]byte, error)) error {
+	var data map[string][]byte
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		data, err = get(ctx, name)
+		switch {
+		case apierrors.IsNotFound(err) && optional != nil && *optional:
+			data = nil
+			return true, nil
+		case apierrors.IsNotFound(err):
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	mode := os.FileMode(0o644)
+	if defaultMode != nil {
+		mode = os.FileMode(*defaultMode)
+	}
+	if len(items) == 0 {
+		for k := range data {
+			items = append(items, corev1.KeyToPath{Key: k, Path: k})
+		}
+	}
+	for _, it := range items {
+		v, ok := data[it.Key]
+		if !ok {
+			if data == nil {
+				continue
+			}
+			return fmt.Errorf("%s has no key %s", name, it.Key)
+		}
+		m := mode
+		if it.Mode != nil {
+			m = os.FileMode(*it.Mode)
+		}
+		path := filepath.Join(dir, it.Path)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, v, m); err != nil {
+			return err
+		}
+		if err := os.Chmod(path, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -96,6 +96,11 @@ func launcherPod(spec *batch.MPIJobSpec) corev1.PodTemplateSpec {
 	}
 	main.Name = launcherContainer
 	main.Command, main.Args = MPIRun(spec), nil
+	// OpenMPI shortens host names to their first label, which resolves only inside its own
+	// pod; kept whole (<job>-worker-<i>.<job>), every worker's daemon resolves every other.
+	if !hasEnv(main.Env, keepFQDN) {
+		main.Env = append(main.Env, corev1.EnvVar{Name: keepFQDN, Value: "true"})
+	}
 	main.ReadinessProbe, main.LivenessProbe, main.StartupProbe, main.Ports = nil, nil, nil, nil
 	main.Resources.Limits = withoutExtended(main.Resources.Limits)
 	main.Resources.Requests = withoutExtended(main.Resources.Requests)
@@ -157,6 +162,17 @@ func Slots(args []string, template corev1.PodTemplateSpec) int {
 		}
 	}
 	return 1
+}
+
+const keepFQDN = "OMPI_MCA_orte_keep_fqdn_hostnames"
+
+func hasEnv(env []corev1.EnvVar, name string) bool {
+	for _, e := range env {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // withoutExtended drops extended resources (those named with a domain, such as

@@ -104,7 +104,12 @@ func setUpAndRun(ctx context.Context, m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: starting the controller:", err)
 		return 1
 	}
+	if err := startProcNode(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: starting the process node:", err)
+		return 1
+	}
 	code := m.Run()
+	stopProcNode()
 	if !stopController() {
 		fmt.Fprintln(os.Stderr, "e2e: the controller did not stop on SIGTERM")
 		code = 1

@@ -1,0 +1,174 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/t9k-jobs/t9k-jobs/test/procnode"
+)
+
+// procNode is the process node beside kwok's fake nodes (README, "The process node"): pods
+// that select it really run. Without root its tests skip, saying so; as root without the
+// packages (hack/install-deps.sh) they fail.
+var procNode struct {
+	binary, stateDir, log string
+	cmd                   *exec.Cmd
+	skip                  string
+}
+
+const procNodeName = "procnode-e2e"
+
+// startProcNode builds and starts the process node, and waits until its Node is Ready.
+func startProcNode(ctx context.Context) error {
+	if os.Geteuid() != 0 {
+		procNode.skip = "the process node needs root"
+		fmt.Fprintln(os.Stderr, "e2e: not root: the tests that run pods for real skip")
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "t9k-procnode-")
+	if err != nil {
+		return err
+	}
+	procNode.binary, procNode.stateDir, procNode.log = filepath.Join(dir, "procnode"), filepath.Join(dir, "state"), filepath.Join(dir, "procnode.log")
+	build := exec.Command("go", "build", "-o", procNode.binary, "./hack/procnode")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the process node: %v\n%s", err, out)
+	}
+	cmd, err := runProcNode(procNodeName, "10.250.0.0/24", procNode.stateDir, procNode.log)
+	if err != nil {
+		return err
+	}
+	procNode.cmd = cmd
+	return waitNodeReady(ctx, procNodeName)
+}
+
+// runProcNode starts a process node; it dies with the tests.
+func runProcNode(name, cidr, stateDir, logPath string) (*exec.Cmd, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(procNode.binary, "--kubeconfig", env.kubeconfig, "--name", name, "--pod-cidr", cidr, "--state-dir", stateDir)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { _ = cmd.Wait(); logFile.Close() }()
+	return cmd, nil
+}
+
+func waitNodeReady(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		node, err := env.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			for _, c := range node.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the process node %s is not Ready (log: %s)", name, procNode.log)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// stopProcNode stops the process node with SIGTERM and waits for it.
+func stopProcNode() {
+	if procNode.cmd != nil {
+		_ = procNode.cmd.Process.Signal(syscall.SIGTERM)
+		_, _ = procNode.cmd.Process.Wait()
+	}
+}
+
+// needProcNode skips a test that needs real pods where there is no process node, and fails
+// it where there should be one but the packages are missing. On failure, the test prints
+// the logs of its namespace's containers.
+func needProcNode(t *testing.T, ns string) {
+	t.Helper()
+	if procNode.skip != "" {
+		t.Skip(procNode.skip)
+	}
+	for _, f := range []string{"/usr/bin/python3", "/usr/sbin/sshd", "/usr/bin/mpirun", "/usr/bin/torchrun"} {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatalf("%s is missing: run hack/install-deps.sh", f)
+		}
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		logs, _ := filepath.Glob(filepath.Join(procNode.stateDir, "pods", ns+"_*", "logs", "*.log"))
+		for _, l := range logs {
+			data, _ := os.ReadFile(l)
+			t.Logf("--- %s\n%s", l, data)
+		}
+		t.Logf("process node log: %s", procNode.log)
+	})
+}
+
+// onProcNode puts a pod template on the process node.
+func onProcNode(spec *corev1.PodSpec) {
+	spec.NodeSelector = map[string]string{procnode.RuntimeLabel: procnode.RuntimeValue}
+	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{Key: procnode.RuntimeLabel, Operator: corev1.TolerationOpExists})
+}
+
+// containerLog reads the output of a container of a pod of the process node.
+func containerLog(ns, pod, container string) string {
+	data, _ := os.ReadFile(procnode.LogPath(procNode.stateDir, ns, pod, container))
+	return string(data)
+}
+
+// processesWith lists the machine's processes whose command line contains s.
+func processesWith(s string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(strings.ReplaceAll(string(data), "\x00", " "), s) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(pid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after the last ')'.
+		fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+		var ppid, child int
+		if len(fields) > 1 {
+			fmt.Sscan(fields[1], &ppid)
+			fmt.Sscan(e.Name(), &child)
+		}
+		if ppid == pid {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }

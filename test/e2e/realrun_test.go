@@ -1,0 +1,283 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/test/procnode"
+)
+
+// Real runs: these tests' pods run as processes on the process node.
+
+const realTimeout = 3 * time.Minute
+
+func waitReal(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	waitFor(t, what, realTimeout, cond)
+}
+
+func waitGenericPhase(t *testing.T, ns, name string, phase batch.JobPhase) *batch.GenericJob {
+	t.Helper()
+	var job *batch.GenericJob
+	waitReal(t, name+" "+string(phase), func(ctx context.Context) (bool, error) {
+		j, err := env.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, name, metav1.GetOptions{})
+		job = j
+		return err == nil && j.Status.Phase == phase, nil
+	})
+	return job
+}
+
+// TestRealPyTorchJob: the PyTorch example (3 workers, gloo all-reduce, RANK, WORLD_SIZE,
+// MASTER_ADDR and MASTER_PORT from the GenericJob's variables) succeeds, and every replica's
+// log shows the reduced value.
+func TestRealPyTorchJob(t *testing.T) {
+	ns := namespace(t)
+	needProcNode(t, ns)
+	if out, err := kubectl("apply", "-n", ns, "-k", filepath.Join(repoRoot, "examples", "pytorch")); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	waitGenericPhase(t, ns, "pytorch-allreduce", batch.JobSucceeded)
+	for i := range 3 {
+		pod := fmt.Sprintf("pytorch-allreduce-worker-%d", i)
+		if log := containerLog(ns, pod, "worker"); !strings.Contains(log, fmt.Sprintf("rank %d of 3: all-reduce sum 6, want 6", i)) {
+			t.Errorf("%s's log does not show the reduced value:\n%s", pod, log)
+		}
+	}
+}
+
+func realJob(name string, replicas int32, command ...string) *batch.GenericJob {
+	r := replica("worker", "machine")
+	r.Replicas = ptr.To(replicas)
+	r.Template.Spec.Containers[0].Command = command
+	onProcNode(&r.Template.Spec)
+	return &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: batch.GenericJobSpec{ReplicaSpecs: []batch.GenericReplicaSpec{r}}}
+}
+
+// TestRealRestartAfterKill: a replica whose process is killed with SIGKILL is restarted under
+// OnFailure; its second run succeeds, and the restart is counted once.
+func TestRealRestartAfterKill(t *testing.T) {
+	ns := namespace(t)
+	needProcNode(t, ns)
+	job := realJob("killed", 1, "sh", "-c", "if [ -e /work/ran ]; then echo second run; exit 0; fi; touch /work/ran; echo first run; exec sleep 600")
+	r := &job.Spec.ReplicaSpecs[0]
+	r.RestartPolicy = &batch.GenericRestartPolicy{Policy: batch.RestartOnFailure, Limit: ptr.To[int32](2)}
+	marker := filepath.Join(os.TempDir(), "t9k-e2e-"+ns)
+	t.Cleanup(func() { os.RemoveAll(marker) })
+	r.Template.Spec.Volumes = []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+		Path: marker, Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}}}
+	r.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}
+	createJob(t, ns, job)
+
+	var pid int
+	waitReal(t, "the first run", func(ctx context.Context) (bool, error) {
+		p, err := env.kube.CoreV1().Pods(ns).Get(ctx, "killed-worker-0", metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 || !strings.Contains(containerLog(ns, "killed-worker-0", "main"), "first run") {
+			return false, nil
+		}
+		_, err = fmt.Sscanf(p.Status.ContainerStatuses[0].ContainerID, "procnode://%d", &pid)
+		return err == nil, nil
+	})
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("killing the replica's process %d: %v", pid, err)
+	}
+	done := waitGenericPhase(t, ns, job.Name, batch.JobSucceeded)
+	task := done.Status.Tasks[0]
+	rs := task.Replicas[0]
+	if task.RestartCount != 1 || rs.RestartCount != 1 {
+		t.Errorf("restart count %d (replica %d), want 1", task.RestartCount, rs.RestartCount)
+	}
+	if last := rs.LastTermination; last == nil || len(last.Containers) == 0 || last.Containers[0].ExitCode == nil || *last.Containers[0].ExitCode != 137 {
+		t.Errorf("last termination %+v: want exit code 137 (SIGKILL)", last)
+	}
+	if log := containerLog(ns, "killed-worker-0", "main"); !strings.Contains(log, "second run") {
+		t.Errorf("the restarted replica's log: %q", log)
+	}
+}
+
+// TestRealReadinessAndNames: a pod with a tcpSocket readiness probe is Ready only once its
+// program listens; from inside each replica, every replica's documented host name
+// ($(service.worker[i].host)) resolves to that replica's pod IP.
+func TestRealReadinessAndNames(t *testing.T) {
+	ns := namespace(t)
+	needProcNode(t, ns)
+	script := `for h in $(service.worker[0].host) $(service.worker[1].host) $(service.worker[2].host); do
+  until ip=` + "`getent hosts $h | cut -d' ' -f1`" + ` && [ -n "$ip" ]; do sleep 0.2; done
+  echo "resolved $h $ip"
+done
+sleep 2
+echo listening
+exec /usr/bin/python3 -m http.server $(service.port[http])`
+	job := realJob("names", 3, "sh", "-c", script)
+	job.Spec.Service = &batch.ServiceOption{Ports: []batch.ServicePort{{Name: "http", Port: 8080}}}
+	job.Spec.ReplicaSpecs[0].Template.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1,
+		ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}}
+	createJob(t, ns, job)
+
+	ips := map[string]string{}
+	waitReal(t, "every replica Ready, none before it listens", func(ctx context.Context) (bool, error) {
+		pods, err := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ready := 0
+		for _, p := range pods.Items {
+			if !podIsReady(&p) {
+				continue
+			}
+			ready++
+			ips[p.Name] = p.Status.PodIP
+			if !strings.Contains(containerLog(ns, p.Name, "main"), "listening") {
+				t.Fatalf("%s is Ready before its program listens", p.Name)
+			}
+		}
+		return ready == 3, nil
+	})
+	for i := range 3 {
+		log := containerLog(ns, fmt.Sprintf("names-worker-%d", i), "main")
+		for j := range 3 {
+			name := fmt.Sprintf("names-worker-%d", j)
+			if want := fmt.Sprintf("resolved %s %s\n", name, ips[name]); !strings.Contains(log, want) {
+				t.Errorf("names-worker-%d did not resolve %s to its pod IP %s:\n%s", i, name, ips[name], log)
+			}
+		}
+	}
+}
+
+func podIsReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// TestRealPauseAndDelete: pausing a job ends its processes, resuming starts them again, and
+// deleting it ends them for good.
+func TestRealPauseAndDelete(t *testing.T) {
+	ns := namespace(t)
+	needProcNode(t, ns)
+	const marker = "sleep 6110"
+	createJob(t, ns, realJob("stopper", 2, "sleep", "6110"))
+	running := func(n int) func(context.Context) (bool, error) {
+		return func(context.Context) (bool, error) { return len(processesWith(marker)) == n, nil }
+	}
+	waitReal(t, "2 processes", running(2))
+	setPause(t, ns, "stopper", true)
+	waitReal(t, "no process after the pause", running(0))
+	waitGenericPhase(t, ns, "stopper", batch.JobPaused)
+	setPause(t, ns, "stopper", false)
+	waitReal(t, "2 processes after the resume", running(2))
+	if err := env.jobs.BatchV1beta1().GenericJobs(ns).Delete(context.Background(), "stopper", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitReal(t, "no process after the deletion", running(0))
+}
+
+// TestProcNodeTeardown: a process node stopped with SIGTERM, or killed, leaves no process,
+// namespace or mount behind (every one of them hangs on a child of the node).
+func TestProcNodeTeardown(t *testing.T) {
+	ns := namespace(t)
+	needProcNode(t, ns)
+	const name, marker = "procnode-teardown", "sleep 6220"
+	t.Cleanup(func() { _ = env.kube.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		dir := t.TempDir()
+		t.Cleanup(func() {
+			if t.Failed() {
+				data, _ := os.ReadFile(filepath.Join(dir, "log"))
+				t.Logf("--- %s's log\n%s", name, data)
+			}
+		})
+		cmd, err := runProcNode(name, "10.251.0.0/24", filepath.Join(dir, "state"), filepath.Join(dir, "log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := waitNodeReady(context.Background(), name); err != nil {
+			t.Fatal(err)
+		}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "teardown"}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{corev1.LabelHostname: name},
+			Tolerations:  []corev1.Toleration{{Key: procnode.RuntimeLabel, Operator: corev1.TolerationOpExists}},
+			Containers:   []corev1.Container{{Name: "main", Image: "machine", Command: []string{"sh", "-c", "sleep 6220 & sleep 6220"}}},
+		}}
+		if _, err := env.kube.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitReal(t, "the pod's processes", func(context.Context) (bool, error) { return len(processesWith(marker)) >= 2, nil })
+		helpers := childrenOf(cmd.Process.Pid) // namespace holders and container inits
+		if len(helpers) < 3 {
+			t.Fatalf("the node has %d helper processes, want its namespace's, the pod's and the container's", len(helpers))
+		}
+		_ = cmd.Process.Signal(sig)
+		waitFor(t, fmt.Sprintf("nothing left after %v", sig), 30*time.Second, func(context.Context) (bool, error) {
+			for _, pid := range helpers {
+				if alive(pid) {
+					return false, nil
+				}
+			}
+			return len(processesWith(marker)) == 0 && len(processesWith(" --name "+name+" ")) == 0, nil
+		})
+		if err := env.kube.CoreV1().Pods(ns).Delete(context.Background(), "teardown", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the pod gone", 30*time.Second, func(ctx context.Context) (bool, error) {
+			_, err := env.kube.CoreV1().Pods(ns).Get(ctx, "teardown", metav1.GetOptions{})
+			return err != nil, nil
+		})
+	}
+}
+
+// TestRealMPIJob: the MPIJob example, the documented mpirun arguments as written (-N 3 on 3
+// workers), reaches every worker through sshd with the job's key and host key checking on:
+// 9 ranks all-reduce to the right value, the job ends Succeeded and the launcher's log shows
+// it. A program that exits non-zero on one rank ends the job Failed, with the code.
+func TestRealMPIJob(t *testing.T) {
+	ns := namespace(t)
+	needProcNode(t, ns)
+	example := filepath.Join(repoRoot, "examples", "mpi")
+	if out, err := kubectl("apply", "-n", ns, "-k", example); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	s := waitStatus(t, "success", mpiStatus(ns, "mpi-allreduce"), func(s *batch.JobStatus) bool { return s.Phase == batch.JobSucceeded || s.Phase == batch.JobFailed })
+	if s.Phase != batch.JobSucceeded {
+		t.Fatalf("the MPIJob ended %s: %+v", s.Phase, s.Conditions)
+	}
+	log := containerLog(ns, "mpi-allreduce-launcher", "launcher")
+	if n := strings.Count(log, "all-reduce sum 45, want 45"); n != 9 {
+		t.Errorf("the launcher's log shows %d of 9 ranks:\n%s", n, log)
+	}
+
+	// One rank fails: mpirun, and the job, fail with its code.
+	job := &batch.MPIJob{}
+	data, err := os.ReadFile(filepath.Join(example, "allreduce.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(data, job); err != nil {
+		t.Fatal(err)
+	}
+	job.Name = "mpi-fails"
+	job.Spec.Worker.ExtraMPIArgs = []string{"-N", "3", "--allow-run-as-root", "-x", "FAIL_RANK"}
+	job.Spec.Worker.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "FAIL_RANK", Value: "4"}}
+	if _, err := env.jobs.BatchV1beta1().MPIJobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	failed := waitStatus(t, "failure", mpiStatus(ns, "mpi-fails"), func(s *batch.JobStatus) bool { return s.Phase == batch.JobFailed || s.Phase == batch.JobSucceeded })
+	if c := conditionIn(failed, batch.JobConditionFailed); failed.Phase != batch.JobFailed || !strings.Contains(c.Message, "mpi-fails-launcher exited with code 3") {
+		t.Errorf("phase %s, Failed condition %+v", failed.Phase, c)
+	}
+}

@@ -1,8 +1,9 @@
-"""All-reduce over gloo: each replica of a GenericJob adds rank + 1, and checks the sum.
+"""All-reduce over gloo: each process adds rank + 1, and checks the sum.
 
-The job gives it RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from its variables
-($(rank), $(replicas[worker]), $(service.worker[0].host), $(service.port[torch])). It exits
-0 only if the reduced value is right.
+It joins the process group from RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (env://): the
+GenericJob example gives them from its variables ($(rank), $(replicas[worker]),
+$(service.worker[0].host), $(service.port[torch])); torchrun gives them too. It exits 0
+only if the reduced value is right.
 """
 import datetime
 import os
@@ -13,10 +14,8 @@ import torch.distributed as dist
 
 rank = int(os.environ["RANK"])
 world = int(os.environ["WORLD_SIZE"])
-master = f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
-print(f"rank {rank} of {world}: joining {master}", flush=True)
-dist.init_process_group("gloo", init_method=master, rank=rank, world_size=world,
-                        timeout=datetime.timedelta(seconds=120))
+print(f"rank {rank} of {world}: joining {os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}", flush=True)
+dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120))
 value = torch.tensor([float(rank + 1)])
 dist.all_reduce(value, op=dist.ReduceOp.SUM)
 want = world * (world + 1) / 2

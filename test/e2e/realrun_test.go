@@ -281,3 +281,64 @@ func TestRealMPIJob(t *testing.T) {
 		t.Errorf("phase %s, Failed condition %+v", failed.Phase, c)
 	}
 }
+
+// TestRealColossalAIJob: the launcher reaches every worker over SSH with the job's key and
+// hostfile, and runs `colossalai run` (the stand-in of test/colossalai, which does what
+// ColossalAI's does) with the controller's command: a real torch.distributed run of
+// procPerWorker processes on each of 2 workers, a gloo all-reduce over 4 processes.
+func TestRealColossalAIJob(t *testing.T) {
+	ns := namespace(t)
+	needProcNode(t, ns)
+	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "pytorch", "allreduce.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "scripts"}, Data: map[string]string{"allreduce.py": string(script)}}
+	if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	standIn, err := filepath.Abs(filepath.Join(repoRoot, "test", "colossalai"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "worker", Image: "hpcaitech/colossalai:0.3.0", VolumeMounts: []corev1.VolumeMount{
+			{Name: "scripts", MountPath: "/workspace"}, {Name: "colossalai", MountPath: "/opt/colossalai", ReadOnly: true}}}},
+		Volumes: []corev1.Volume{
+			{Name: "scripts", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "scripts"}}}},
+			{Name: "colossalai", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: standIn}}},
+		},
+	}}
+	onProcNode(&worker.Spec)
+	job := &batch.ColossalAIJob{ObjectMeta: metav1.ObjectMeta{Name: "colossal"}, Spec: batch.ColossalAIJobSpec{
+		Launcher: batch.ColossalAILauncher{Image: "hpcaitech/colossalai:0.3.0", WorkingDir: "/workspace",
+			Env: []corev1.EnvVar{{Name: "PATH", Value: "/opt/colossalai:/usr/local/bin:/usr/bin:/bin"}}},
+		Worker: batch.ColossalAIWorkerSpec{Replicas: ptr.To[int32](2), ProcPerWorker: ptr.To[int32](2),
+			Command: []string{"allreduce.py"}, Template: worker,
+			// Debian's torchrun (PyTorch 1.13 on Python 3.11) cannot parse its own default
+			// "0" for these two; passing them also proves torchArgs reach torchrun.
+			TorchArgs: []string{"--redirects", "2", "--tee=1"}},
+	}}
+	if _, err := env.jobs.BatchV1beta1().ColossalAIJobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var s *batch.JobStatus
+	waitReal(t, "the job ended", func(ctx context.Context) (bool, error) {
+		j, err := env.jobs.BatchV1beta1().ColossalAIJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		s = &j.Status
+		return s.Phase == batch.JobSucceeded || s.Phase == batch.JobFailed, nil
+	})
+	log := containerLog(ns, "colossal-launcher", "launcher")
+	if s.Phase != batch.JobSucceeded {
+		t.Fatalf("the job ended %s: %+v\nlauncher log:\n%s", s.Phase, s.Conditions, log)
+	}
+	if n := strings.Count(log, "all-reduce sum 10, want 10"); n != 4 {
+		t.Errorf("the launcher's log shows %d of 4 processes:\n%s", n, log)
+	}
+	if !strings.Contains(log, "colossal-worker-0.colossal: success") || !strings.Contains(log, "colossal-worker-1.colossal: success") {
+		t.Errorf("the launcher's log does not report both workers:\n%s", log)
+	}
+}

@@ -26,7 +26,9 @@ export PATH="$BIN:$PATH"
 export KUBECONFIG
 KUBECONFIG=$(go run ./hack/cluster up --dir "$CLUSTER_DIR" --bin-dir "$BIN")
 controller_pid=
+procnode_pid=
 cleanup() {
+  [[ -n "$procnode_pid" ]] && kill "$procnode_pid" 2>/dev/null && wait "$procnode_pid" 2>/dev/null
   [[ -n "$controller_pid" ]] && kill "$controller_pid" 2>/dev/null && wait "$controller_pid" 2>/dev/null
   go run ./hack/cluster down --dir "$CLUSTER_DIR"
 }
@@ -62,6 +64,35 @@ for _ in $(seq 1 120); do
 done
 echo
 kubectl get genericjob generic-tf-config -o jsonpath='generic-tf-config: {.status.conditions[?(@.type=="Failed")].message}{"\n"}'
+
+# A real run, where the machine allows it: a process node (README, "The process node") and
+# the PyTorch example's gloo all-reduce on it.
+echo
+if [[ $(id -u) != 0 ]]; then
+  echo "Real run skipped: the process node needs root (and hack/install-deps.sh's packages)."
+elif [[ ! -x /usr/bin/torchrun ]]; then
+  echo "Real run skipped: run hack/install-deps.sh first (it installs PyTorch, OpenMPI and sshd from Debian)."
+else
+  go build -o bin/ ./hack/procnode
+  STATE=$ROOT/_output/procnode
+  bin/procnode --kubeconfig "$KUBECONFIG" --state-dir "$STATE" >_output/procnode.log 2>&1 &
+  procnode_pid=$!
+  until kubectl get node procnode -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null | grep -q True; do
+    kill -0 "$procnode_pid" 2>/dev/null || { echo "the process node exited; see _output/procnode.log" >&2; exit 1; }
+    sleep 0.2
+  done
+  echo "Running examples/pytorch for real on the process node (kubectl apply -k examples/pytorch)"
+  kubectl apply -k examples/pytorch
+  last=
+  for _ in $(seq 1 180); do
+    phase=$(kubectl get genericjob pytorch-allreduce -o jsonpath='{.status.phase}')
+    [[ "$phase" != "$last" ]] && { echo "$(date +%T) pytorch-allreduce: ${phase:-(new)}"; last=$phase; }
+    [[ "$phase" == Succeeded || "$phase" == Failed ]] && break
+    sleep 1
+  done
+  echo "rank 0's log ($STATE/pods/default_pytorch-allreduce-worker-0/logs/worker.log):"
+  sed 's/^/  /' "$STATE/pods/default_pytorch-allreduce-worker-0/logs/worker.log"
+fi
 cat <<MSG
 
 The controller runs on a local cluster (log: _output/controller.log, metrics: http://$METRICS_ADDR/metrics).

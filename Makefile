@@ -49,6 +49,7 @@ BENCH_REPLICAS ?= 4
 BENCH_QPS ?= 200
 BENCH_BURST ?= 400
 BENCH_ROUNDS ?= 3
+BENCH_KIND ?= GenericJob
 bench: tools ## time N jobs x R replicas on a local control plane against a raw client-go loop
-	T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go run ./test/bench -jobs $(BENCH_JOBS) -replicas $(BENCH_REPLICAS) \
+	T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go run ./test/bench -kind $(BENCH_KIND) -jobs $(BENCH_JOBS) -replicas $(BENCH_REPLICAS) \
 		-qps $(BENCH_QPS) -burst $(BENCH_BURST) -rounds $(BENCH_ROUNDS)

@@ -135,16 +135,24 @@ func runJobs(ctx context.Context, c config, config *rest.Config, kube kubernetes
 		return 0, err
 	}
 	client := versioned.NewForConfigOrDie(config)
-	jobs := client.BatchV1beta1().GenericJobs(ns)
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching() // before its cluster goes
 	pods := watchPods(watchCtx, kube, ns)
-	runningJobs := watchRunningJobs(watchCtx, client, ns)
+	runningJobs := watchRunningJobs(watchCtx, c.kind, client, ns)
 	start := time.Now()
 	defer showProgress("controller", pods, runningJobs)()
 	err := parallel(16, c.jobs, func(i int) error {
-		_, err := jobs.Create(ctx, &batch.GenericJob{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("job-%04d", i)},
+		name := fmt.Sprintf("job-%04d", i)
+		if c.kind == "MPIJob" {
+			spec := podSpec()
+			spec.Containers[0].Name = "mpi-worker"
+			_, err := client.BatchV1beta1().MPIJobs(ns).Create(ctx, &batch.MPIJob{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: batch.MPIJobSpec{Worker: batch.MPIWorkerSpec{Replicas: ptr.To(int32(c.replicas)), Cmd: []string{"train"},
+					Template: corev1.PodTemplateSpec{Spec: spec}}}}, metav1.CreateOptions{})
+			return err
+		}
+		_, err := client.BatchV1beta1().GenericJobs(ns).Create(ctx, &batch.GenericJob{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: batch.GenericJobSpec{
 				ReplicaSpecs: []batch.GenericReplicaSpec{{Type: "worker", Replicas: ptr.To(int32(c.replicas)),
 					Template: corev1.PodTemplateSpec{Spec: podSpec()}}},
@@ -157,7 +165,7 @@ func runJobs(ctx context.Context, c config, config *rest.Config, kube kubernetes
 		return 0, err
 	}
 	jobsAt := time.Since(start)
-	want := c.jobs * c.replicas
+	want := c.jobs * podsPerJob(c)
 	var createdAt, podsAt time.Duration
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
 		n, jobsRunning := pods(), runningJobs()
@@ -285,22 +293,33 @@ func showProgress(run string, pods func() podCounts, jobsRunning func() int) (st
 	}
 }
 
-// watchRunningJobs counts the Running GenericJobs of a namespace from an informer, so that
-// waiting costs the API server nothing.
-func watchRunningJobs(ctx context.Context, client versioned.Interface, ns string) func() int {
+// watchRunningJobs counts the Running jobs of a namespace from an informer, so that waiting
+// costs the API server nothing. An MPIJob is Running once its launcher is.
+func watchRunningJobs(ctx context.Context, kind string, client versioned.Interface, ns string) func() int {
 	factory := jobinformers.NewSharedInformerFactoryWithOptions(client, 0, jobinformers.WithNamespace(ns))
 	informer := factory.Batch().V1beta1().GenericJobs().Informer()
+	if kind == "MPIJob" {
+		informer = factory.Batch().V1beta1().MPIJobs().Informer()
+	}
 	factory.Start(ctx.Done())
 	cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)
 	return func() int {
 		n := 0
 		for _, obj := range informer.GetStore().List() {
-			if obj.(*batch.GenericJob).Status.Phase == batch.JobRunning {
+			if obj.(interface{ JobStatus() *batch.JobStatus }).JobStatus().Phase == batch.JobRunning {
 				n++
 			}
 		}
 		return n
 	}
+}
+
+// podsPerJob is how many pods a job of the bench has: its replicas, and an MPIJob's launcher.
+func podsPerJob(c config) int {
+	if c.kind == "MPIJob" {
+		return c.replicas + 1
+	}
+	return c.replicas
 }
 
 func parallel(workers, n int, f func(i int) error) error {

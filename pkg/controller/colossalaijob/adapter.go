@@ -10,13 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/cache"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
 	informers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions/batch/v1beta1"
-	listers "github.com/t9k-jobs/t9k-jobs/pkg/client/listers/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/launcher"
 )
@@ -33,35 +30,20 @@ const Succeeded = "The job has finished successfully: colossalai run exited with
 
 // Adapter describes ColossalAIJobs to the engine.
 type Adapter struct {
-	client   versioned.Interface
-	informer cache.SharedIndexInformer
-	lister   listers.ColossalAIJobLister
+	engine.Typed[*batch.ColossalAIJob]
 }
 
 // New returns the ColossalAIJob adapter.
 func New(client versioned.Interface, informer informers.ColossalAIJobInformer) *Adapter {
-	return &Adapter{client: client, informer: informer.Informer(), lister: informer.Lister()}
+	jobs, lister := client.BatchV1beta1(), informer.Lister()
+	return &Adapter{engine.NewTyped("ColossalAIJob", informer.Informer(),
+		func(ns, name string) (*batch.ColossalAIJob, error) { return lister.ColossalAIJobs(ns).Get(name) },
+		func(ctx context.Context, job *batch.ColossalAIJob) (*batch.ColossalAIJob, error) {
+			return jobs.ColossalAIJobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{})
+		})}
 }
 
 var _ engine.Adapter = &Adapter{}
-
-// GroupVersionKind is ColossalAIJob's.
-func (a *Adapter) GroupVersionKind() schema.GroupVersionKind {
-	return batch.SchemeGroupVersion.WithKind("ColossalAIJob")
-}
-
-// Informer watches ColossalAIJobs.
-func (a *Adapter) Informer() cache.SharedIndexInformer { return a.informer }
-
-// Get reads a ColossalAIJob from the cache.
-func (a *Adapter) Get(namespace, name string) (engine.Job, error) {
-	return a.lister.ColossalAIJobs(namespace).Get(name)
-}
-
-// UpdateStatus writes a ColossalAIJob's status.
-func (a *Adapter) UpdateStatus(ctx context.Context, job engine.Job) (engine.Job, error) {
-	return a.client.BatchV1beta1().ColossalAIJobs(job.GetNamespace()).UpdateStatus(ctx, job.(*batch.ColossalAIJob), metav1.UpdateOptions{})
-}
 
 // Plan describes a ColossalAIJob: the launcher, then the workers, which are never restarted
 // (a restarted worker cannot rejoin ColossalAI training).

@@ -8,48 +8,30 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/tools/cache"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
 	informers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions/batch/v1beta1"
-	listers "github.com/t9k-jobs/t9k-jobs/pkg/client/listers/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 )
 
 // Adapter describes GenericJobs to the engine.
 type Adapter struct {
-	client   versioned.Interface
-	informer cache.SharedIndexInformer
-	lister   listers.GenericJobLister
+	engine.Typed[*batch.GenericJob]
 }
 
 // New returns the GenericJob adapter.
 func New(client versioned.Interface, informer informers.GenericJobInformer) *Adapter {
-	return &Adapter{client: client, informer: informer.Informer(), lister: informer.Lister()}
+	jobs, lister := client.BatchV1beta1(), informer.Lister()
+	return &Adapter{engine.NewTyped("GenericJob", informer.Informer(),
+		func(ns, name string) (*batch.GenericJob, error) { return lister.GenericJobs(ns).Get(name) },
+		func(ctx context.Context, job *batch.GenericJob) (*batch.GenericJob, error) {
+			return jobs.GenericJobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{})
+		})}
 }
 
 var _ engine.Adapter = &Adapter{}
-
-// GroupVersionKind is GenericJob's.
-func (a *Adapter) GroupVersionKind() schema.GroupVersionKind {
-	return batch.SchemeGroupVersion.WithKind("GenericJob")
-}
-
-// Informer watches GenericJobs.
-func (a *Adapter) Informer() cache.SharedIndexInformer { return a.informer }
-
-// Get reads a GenericJob from the cache.
-func (a *Adapter) Get(namespace, name string) (engine.Job, error) {
-	return a.lister.GenericJobs(namespace).Get(name)
-}
-
-// UpdateStatus writes a GenericJob's status.
-func (a *Adapter) UpdateStatus(ctx context.Context, job engine.Job) (engine.Job, error) {
-	return a.client.BatchV1beta1().GenericJobs(job.GetNamespace()).UpdateStatus(ctx, job.(*batch.GenericJob), metav1.UpdateOptions{})
-}
 
 // Plan describes a GenericJob: one group per replica spec. Every template's variables are
 // resolved here once, so a job with a variable that cannot be resolved fails before anything

@@ -11,13 +11,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/cache"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
 	informers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions/batch/v1beta1"
-	listers "github.com/t9k-jobs/t9k-jobs/pkg/client/listers/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/launcher"
 )
@@ -32,36 +29,19 @@ const (
 const Succeeded = "The job has ended: mpirun exited with code 0. The launcher's log tells how training went."
 
 // Adapter describes MPIJobs to the engine.
-type Adapter struct {
-	client   versioned.Interface
-	informer cache.SharedIndexInformer
-	lister   listers.MPIJobLister
-}
+type Adapter struct{ engine.Typed[*batch.MPIJob] }
 
 // New returns the MPIJob adapter.
 func New(client versioned.Interface, informer informers.MPIJobInformer) *Adapter {
-	return &Adapter{client: client, informer: informer.Informer(), lister: informer.Lister()}
+	jobs, lister := client.BatchV1beta1(), informer.Lister()
+	return &Adapter{engine.NewTyped("MPIJob", informer.Informer(),
+		func(ns, name string) (*batch.MPIJob, error) { return lister.MPIJobs(ns).Get(name) },
+		func(ctx context.Context, job *batch.MPIJob) (*batch.MPIJob, error) {
+			return jobs.MPIJobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{})
+		})}
 }
 
 var _ engine.Adapter = &Adapter{}
-
-// GroupVersionKind is MPIJob's.
-func (a *Adapter) GroupVersionKind() schema.GroupVersionKind {
-	return batch.SchemeGroupVersion.WithKind("MPIJob")
-}
-
-// Informer watches MPIJobs.
-func (a *Adapter) Informer() cache.SharedIndexInformer { return a.informer }
-
-// Get reads an MPIJob from the cache.
-func (a *Adapter) Get(namespace, name string) (engine.Job, error) {
-	return a.lister.MPIJobs(namespace).Get(name)
-}
-
-// UpdateStatus writes an MPIJob's status.
-func (a *Adapter) UpdateStatus(ctx context.Context, job engine.Job) (engine.Job, error) {
-	return a.client.BatchV1beta1().MPIJobs(job.GetNamespace()).UpdateStatus(ctx, job.(*batch.MPIJob), metav1.UpdateOptions{})
-}
 
 // Plan describes an MPIJob: the launcher, then the workers.
 func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {

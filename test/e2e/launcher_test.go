@@ -95,53 +95,64 @@ func TestMPIExample(t *testing.T) {
 	}
 }
 
-// TestColossalAIExample: the documented ColossalAIJob (with the PVC it names) succeeds when
-// its launcher exits 0; cleanUpWorkers is off, so every pod stays.
+// TestColossalAIExample: the documented ColossalAIJob (with the PVC it names) ends as its
+// launcher does; cleanUpWorkers is off, so every pod stays.
 func TestColossalAIExample(t *testing.T) {
-	ns := namespace(t)
-	ctx := context.Background()
-	// The example mounts the claim "colossalai": a volume for it, bound by the cluster.
-	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-colossalai"}, Spec: corev1.PersistentVolumeSpec{
-		Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-		AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-		PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + ns}},
-		ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: "colossalai"},
-		PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-	}}
-	if _, err := env.kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.kube.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
-	})
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "colossalai"}, Spec: corev1.PersistentVolumeClaimSpec{
-		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}, StorageClassName: new(string), VolumeName: pv.Name,
-		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-	}}
-	if _, err := env.kube.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	for _, tc := range []struct {
+		code  string
+		phase batch.JobPhase
+		cond  batch.JobConditionType
+	}{
+		{"0", batch.JobSucceeded, batch.JobCompleted},
+		{"1", batch.JobFailed, batch.JobConditionFailed},
+	} {
+		t.Run("launcher exits "+tc.code, func(t *testing.T) {
+			ns := namespace(t)
+			ctx := context.Background()
+			// The example mounts the claim "colossalai": a volume for it, bound by the cluster.
+			pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-colossalai"}, Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + ns}},
+				ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: "colossalai"},
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			}}
+			if _, err := env.kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = env.kube.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+			})
+			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "colossalai"}, Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}, StorageClassName: new(string), VolumeName: pv.Name,
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			}}
+			if _, err := env.kube.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
 
-	job := &batch.ColossalAIJob{}
-	if err := examples.Decode("colossalai-example.yaml", job); err != nil {
-		t.Fatal(err)
-	}
-	launcherExits(&job.Spec.Worker.Template, "0")
-	if _, err := env.jobs.BatchV1beta1().ColossalAIJobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s := waitStatus(t, "success", func(ctx context.Context) (*batch.JobStatus, error) {
-		j, err := env.jobs.BatchV1beta1().ColossalAIJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		return &j.Status, nil
-	}, func(s *batch.JobStatus) bool { return s.Phase == batch.JobSucceeded })
-	if c := conditionIn(s, batch.JobCompleted); c.Status != corev1.ConditionTrue {
-		t.Errorf("Completed %+v", c)
-	}
-	if names := podNames(t, ns); len(names) != 3 {
-		t.Errorf("pods %v: want the launcher and both workers kept", names)
+			job := &batch.ColossalAIJob{}
+			if err := examples.Decode("colossalai-example.yaml", job); err != nil {
+				t.Fatal(err)
+			}
+			launcherExits(&job.Spec.Worker.Template, tc.code)
+			if _, err := env.jobs.BatchV1beta1().ColossalAIJobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			s := waitStatus(t, "the outcome", func(ctx context.Context) (*batch.JobStatus, error) {
+				j, err := env.jobs.BatchV1beta1().ColossalAIJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+				if err != nil {
+					return nil, err
+				}
+				return &j.Status, nil
+			}, func(s *batch.JobStatus) bool { return s.Phase == tc.phase })
+			if c := conditionIn(s, tc.cond); c.Status != corev1.ConditionTrue {
+				t.Errorf("%s %+v", tc.cond, c)
+			}
+			if names := podNames(t, ns); len(names) != 3 {
+				t.Errorf("pods %v: want the launcher and both workers kept", names)
+			}
+		})
 	}
 }
 

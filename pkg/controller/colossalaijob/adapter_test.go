@@ -107,3 +107,28 @@ func TestExtraLaunchArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestDebugAndPause: debug mode starts the launcher and the workers at once with their debug
+// commands (sleep inf by default); pause deletes the pods and keeps the other objects.
+func TestDebugAndPause(t *testing.T) {
+	job := seed(t)
+	job.Spec.RunMode = &batch.RunMode{Debug: &batch.DebugMode{Enabled: true}}
+	h := enginetest.Start(t, newAdapter, []runtime.Object{job})
+	h.WaitFor(t, "the launcher and 2 workers", func(context.Context) bool { return len(h.Pods(t, ns)) == 3 })
+	for _, p := range h.Pods(t, ns) {
+		if got := p.Spec.Containers[0].Command; len(got) != 2 || got[0] != "sleep" || got[1] != "inf" {
+			t.Errorf("debug pod %s runs %v", p.Name, got)
+		}
+	}
+
+	paused := seed(t)
+	paused.Spec.RunMode = &batch.RunMode{Pause: &batch.PauseMode{Enabled: true}}
+	h2 := enginetest.Start(t, newAdapter, []runtime.Object{paused})
+	h2.WaitFor(t, "phase Paused with the objects made", func(ctx context.Context) bool {
+		_, err := h2.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "colossalai-example-hostfile", metav1.GetOptions{})
+		return err == nil && jobOf(t, h2).Status.Phase == batch.JobPaused
+	})
+	if n := len(h2.Pods(t, ns)); n != 0 {
+		t.Errorf("%d pods of a paused job", n)
+	}
+}

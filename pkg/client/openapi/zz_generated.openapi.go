@@ -1316,11 +1316,17 @@ func schema_pkg_apis_batch_v1beta1_JobStatus(ref common.ReferenceCallback) commo
 							Format:      "int64",
 						},
 					},
+					"startTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StartTime is when the job's replicas were first created (again after a pause); runPolicy.activeDeadlineSeconds counts from it.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.Aggregate", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobCondition", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TaskStatus"},
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.Aggregate", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobCondition", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TaskStatus", metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -2324,6 +2330,12 @@ func schema_pkg_apis_batch_v1beta1_TensorFlowTrainingJobStatus(ref common.Refere
 							Format:      "int64",
 						},
 					},
+					"startTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StartTime is when the job's replicas were first created (again after a pause); runPolicy.activeDeadlineSeconds counts from it.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
 					"tensorboard": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Tensorboard reports the TensorBoard of spec.tensorboardSpec.",
@@ -2334,7 +2346,7 @@ func schema_pkg_apis_batch_v1beta1_TensorFlowTrainingJobStatus(ref common.Refere
 			},
 		},
 		Dependencies: []string{
-			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.Aggregate", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.DependentStatus", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobCondition", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TaskStatus"},
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.Aggregate", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.DependentStatus", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobCondition", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TaskStatus", metav1.Time{}.OpenAPIModelName()},
 	}
 }
 

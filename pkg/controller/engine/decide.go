@@ -110,9 +110,30 @@ func Decide(job Job, plan *Plan, children Children, now time.Time) *Decision {
 		views[r.group.Type] = append(views[r.group.Type], r.view)
 	}
 
+	// The deadline counts from the first creation of the replicas, again after a pause.
+	d.Status.StartTime = old.StartTime
+	switch {
+	case x.paused:
+		d.Status.StartTime = nil
+	case d.Status.StartTime == nil && !x.finished:
+		// The first sync creates the pods but does not write status: the next one takes
+		// their creation time.
+		t := metav1.NewTime(now)
+		for _, p := range live(pods) {
+			if p.CreationTimestamp.Before(&t) && !p.CreationTimestamp.IsZero() {
+				t = p.CreationTimestamp
+			}
+		}
+		d.Status.StartTime = &t
+	}
+
 	outcome := (*Outcome)(nil)
-	if !x.finished && !x.paused && !plan.Debug && plan.Outcome != nil {
-		if outcome = plan.Outcome(views); outcome != nil {
+	if !x.finished && !x.paused && !plan.Debug {
+		outcome = x.deadline(d.Status.StartTime)
+		if outcome == nil && plan.Outcome != nil {
+			outcome = plan.Outcome(views)
+		}
+		if outcome != nil {
 			d.Outcome = outcome
 			x.finished = true
 		}
@@ -287,6 +308,20 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 		}
 	}
 	return r
+}
+
+// deadline ends a job that has run longer than its plan allows, and otherwise asks for a
+// sync when it would.
+func (x *decider) deadline(start *metav1.Time) *Outcome {
+	if x.plan.Deadline <= 0 || start == nil {
+		return nil
+	}
+	left := start.Add(x.plan.Deadline).Sub(x.now)
+	if left > 0 {
+		x.d.RequeueAfter = minPositive(x.d.RequeueAfter, left)
+		return nil
+	}
+	return &Outcome{Reason: "DeadlineExceeded", Message: fmt.Sprintf("The job ran longer than runPolicy.activeDeadlineSeconds (%d s) allows.", int64(x.plan.Deadline/time.Second))}
 }
 
 // holdBack keeps back the creation of replicas whose group waits for others to be Ready,

@@ -300,3 +300,32 @@ func TestPauseAndResumeRecreateEndedReplicas(t *testing.T) {
 		t.Errorf("resume created %v, want both replicas", got)
 	}
 }
+
+// runPolicy.activeDeadlineSeconds: counted from the replicas' first creation, failing the job
+// with DeadlineExceeded once passed, asking for a sync when it will be; a pause stops the
+// clock, and a resume starts it again.
+func TestDeadline(t *testing.T) {
+	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Deadline: time.Minute, Outcome: allSucceed}
+	p := pod("job-worker-0", "w0", corev1.PodRunning, 0)
+	p.CreationTimestamp = metav1.NewTime(now.Add(-20 * time.Second))
+	first := Decide(testJob(statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0))), plan, Children{Pods: []*corev1.Pod{p}}, now)
+	if st := first.Status.StartTime; st == nil || !st.Time.Equal(p.CreationTimestamp.Time) || first.RequeueAfter != 40*time.Second {
+		t.Fatalf("start %v, requeue after %s: want the pod's creation time and 40s left", st, first.RequeueAfter)
+	}
+	late := Decide(testJob(*first.Status), plan, Children{Pods: []*corev1.Pod{p}}, now.Add(41*time.Second))
+	if late.Outcome == nil || late.Outcome.Reason != "DeadlineExceeded" || late.Status.Phase != batch.JobFailed ||
+		!strings.Contains(condition(late.Status, batch.JobConditionFailed).Message, "activeDeadlineSeconds (60 s)") {
+		t.Errorf("outcome %+v, phase %s, Failed %+v", late.Outcome, late.Status.Phase, condition(late.Status, batch.JobConditionFailed))
+	}
+
+	paused := *plan
+	paused.Paused = true
+	pausedStatus := Decide(testJob(*first.Status), &paused, Children{}, now.Add(time.Hour)).Status
+	if pausedStatus.StartTime != nil {
+		t.Errorf("a paused job keeps its start time %v", pausedStatus.StartTime)
+	}
+	resumed := Decide(testJob(*pausedStatus), plan, Children{}, now.Add(2*time.Hour))
+	if st := resumed.Status.StartTime; st == nil || !st.Time.Equal(now.Add(2*time.Hour)) || resumed.Outcome != nil {
+		t.Errorf("after resume: start %v, outcome %+v", st, resumed.Outcome)
+	}
+}

@@ -6,6 +6,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,6 +58,9 @@ type Plan struct {
 	CleanUpTypes []string
 	// BackoffLimit bounds the restarts of all replicas together (nil: no bound).
 	BackoffLimit *int32
+	// Deadline fails the job once it has run this long, from status.startTime: the first
+	// creation of its replicas, again at each resume (0: no deadline). Debug mode has none.
+	Deadline time.Duration
 	// Outcome tells from the replicas whether the job has ended; nil means not yet.
 	Outcome func(Replicas) *Outcome
 	// Objects are the job's children besides its replicas' pods and services: an SSH key

@@ -361,6 +361,11 @@ type JobStatus struct {
 	// ObservedGeneration is the metadata.generation this status was computed from.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// StartTime is when the job's replicas were first created (again after a pause);
+	// runPolicy.activeDeadlineSeconds counts from it.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
 }
 
 // SSHConfig configures the SSH connection from the launcher to the workers (MPIJob,

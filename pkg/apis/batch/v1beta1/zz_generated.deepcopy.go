@@ -499,6 +499,10 @@ func (in *JobStatus) DeepCopyInto(out *JobStatus) {
 		}
 	}
 	out.Aggregate = in.Aggregate
+	if in.StartTime != nil {
+		in, out := &in.StartTime, &out.StartTime
+		*out = (*in).DeepCopy()
+	}
 	return
 }
 

@@ -2744,6 +2744,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: phase
       type:
         scalar: string
+    - name: startTime
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
     - name: tasks
       type:
         list:
@@ -3088,6 +3091,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: phase
       type:
         scalar: string
+    - name: startTime
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
     - name: tasks
       type:
         list:

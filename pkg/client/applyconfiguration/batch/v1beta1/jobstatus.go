@@ -20,6 +20,7 @@ package v1beta1
 
 import (
 	batchv1beta1 "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // JobStatusApplyConfiguration represents a declarative configuration of the JobStatus type for use
@@ -39,6 +40,9 @@ type JobStatusApplyConfiguration struct {
 	Aggregate *AggregateApplyConfiguration `json:"aggregate,omitempty"`
 	// ObservedGeneration is the metadata.generation this status was computed from.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
+	// StartTime is when the job's replicas were first created (again after a pause);
+	// runPolicy.activeDeadlineSeconds counts from it.
+	StartTime *v1.Time `json:"startTime,omitempty"`
 }
 
 // JobStatusApplyConfiguration constructs a declarative configuration of the JobStatus type for use with
@@ -94,5 +98,13 @@ func (b *JobStatusApplyConfiguration) WithAggregate(value *AggregateApplyConfigu
 // If called multiple times, the ObservedGeneration field is set to the value of the last call.
 func (b *JobStatusApplyConfiguration) WithObservedGeneration(value int64) *JobStatusApplyConfiguration {
 	b.ObservedGeneration = &value
+	return b
+}
+
+// WithStartTime sets the StartTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StartTime field is set to the value of the last call.
+func (b *JobStatusApplyConfiguration) WithStartTime(value v1.Time) *JobStatusApplyConfiguration {
+	b.StartTime = &value
 	return b
 }

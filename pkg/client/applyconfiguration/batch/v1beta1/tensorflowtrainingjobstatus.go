@@ -20,6 +20,7 @@ package v1beta1
 
 import (
 	batchv1beta1 "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TensorFlowTrainingJobStatusApplyConfiguration represents a declarative configuration of the TensorFlowTrainingJobStatus type for use
@@ -85,6 +86,14 @@ func (b *TensorFlowTrainingJobStatusApplyConfiguration) WithAggregate(value *Agg
 // If called multiple times, the ObservedGeneration field is set to the value of the last call.
 func (b *TensorFlowTrainingJobStatusApplyConfiguration) WithObservedGeneration(value int64) *TensorFlowTrainingJobStatusApplyConfiguration {
 	b.JobStatusApplyConfiguration.ObservedGeneration = &value
+	return b
+}
+
+// WithStartTime sets the StartTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StartTime field is set to the value of the last call.
+func (b *TensorFlowTrainingJobStatusApplyConfiguration) WithStartTime(value v1.Time) *TensorFlowTrainingJobStatusApplyConfiguration {
+	b.JobStatusApplyConfiguration.StartTime = &value
 	return b
 }
 

@@ -40,6 +40,8 @@ import (
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/genericjob"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/mpijob"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/tensorflowjob"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/xgboostjob"
 	"github.com/t9k-jobs/t9k-jobs/pkg/features"
 )
 
@@ -176,6 +178,8 @@ func runAll(ctx context.Context, o options, kube kubernetes.Interface, jobs vers
 		engine.New(genericjob.New(jobs, jobFactory.Batch().V1beta1().GenericJobs()), kube, children, recorder),
 		engine.New(mpijob.New(jobs, jobFactory.Batch().V1beta1().MPIJobs()), kube, children, recorder),
 		engine.New(colossalaijob.New(jobs, jobFactory.Batch().V1beta1().ColossalAIJobs()), kube, children, recorder),
+		engine.New(tensorflowjob.New(jobs, jobFactory.Batch().V1beta1().TensorFlowTrainingJobs()), kube, children, recorder),
+		engine.New(xgboostjob.New(jobs, jobFactory.Batch().V1beta1().XGBoostTrainingJobs()), kube, children, recorder),
 	}
 	jobFactory.Start(ctx.Done())
 	kubeFactory.Start(ctx.Done())

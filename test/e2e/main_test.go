@@ -39,9 +39,12 @@ var env struct {
 	config     *rest.Config
 	kubeconfig string
 	kubectl    string
-	kube       kubernetes.Interface
-	jobs       versioned.Interface
-	dynamic    dynamic.Interface
+	// kubectlCache is kubectl's discovery cache, dropped once the CRDs are served: a cache
+	// made before would not know the t9k category for hours.
+	kubectlCache string
+	kube         kubernetes.Interface
+	jobs         versioned.Interface
+	dynamic      dynamic.Interface
 }
 
 func TestMain(m *testing.M) {
@@ -110,6 +113,7 @@ func setUpAndRun(ctx context.Context, m *testing.M) int {
 	}
 	code := m.Run()
 	stopProcNode()
+	_ = os.RemoveAll(env.kubectlCache)
 	if !stopController() {
 		fmt.Fprintln(os.Stderr, "e2e: the controller did not stop on SIGTERM")
 		code = 1
@@ -191,7 +195,7 @@ func installCRDs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		for _, want := range crds {
 			crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, want.Name, metav1.GetOptions{})
 			if err != nil || !established(crd) {
@@ -200,6 +204,8 @@ func installCRDs(ctx context.Context) error {
 		}
 		return true, nil
 	})
+	_ = os.RemoveAll(env.kubectlCache)
+	return err
 }
 
 func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
@@ -213,7 +219,10 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 
 // kubectl runs kubectl against the cluster under test and returns its combined output.
 func kubectl(args ...string) (string, error) {
-	cmd := exec.Command(env.kubectl, append([]string{"--kubeconfig", env.kubeconfig}, args...)...)
+	if env.kubectlCache == "" {
+		env.kubectlCache = filepath.Join(os.TempDir(), fmt.Sprintf("t9k-e2e-kubectl-cache-%d", os.Getpid()))
+	}
+	cmd := exec.Command(env.kubectl, append([]string{"--kubeconfig", env.kubeconfig, "--cache-dir", env.kubectlCache}, args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()

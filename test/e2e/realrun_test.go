@@ -342,3 +342,93 @@ func TestRealColossalAIJob(t *testing.T) {
 		t.Errorf("the launcher's log does not report both workers:\n%s", log)
 	}
 }
+
+// TestRealXGBoostJob: the XGBoost example trains for real: the master hosts the tracker,
+// master and 2 workers form the collective from the env the controller gives them, and the
+// master checks the model's accuracy.
+func TestRealXGBoostJob(t *testing.T) {
+	ns := namespace(t)
+	needProcNode(t, ns)
+	if out, err := kubectl("apply", "-n", ns, "-k", filepath.Join(repoRoot, "examples", "xgboost")); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var s *batch.JobStatus
+	waitReal(t, "the job ended", func(ctx context.Context) (bool, error) {
+		j, err := env.jobs.BatchV1beta1().XGBoostTrainingJobs(ns).Get(ctx, "xgboost-train", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		s = &j.Status
+		return s.Phase == batch.JobSucceeded || s.Phase == batch.JobFailed, nil
+	})
+	log := containerLog(ns, "xgboost-train-master-0", "xgboost")
+	if s.Phase != batch.JobSucceeded || !strings.Contains(log, "rank 0: accuracy") {
+		t.Fatalf("the job ended %s; the master's log:\n%s", s.Phase, log)
+	}
+	t.Logf("the master's log:\n%s", log)
+	for i := range 2 {
+		if log := containerLog(ns, fmt.Sprintf("xgboost-train-worker-%d", i), "xgboost"); !strings.Contains(log, fmt.Sprintf("rank %d of 3", i+1)) {
+			t.Errorf("worker %d did not join as rank %d:\n%s", i, i+1, log)
+		}
+	}
+}
+
+// TestRealTensorFlowJob: a program that reads TF_CONFIG as TensorFlow does reaches every
+// task of the cluster by the address given (chief, 2 workers, 1 ps); the chief, killed with
+// SIGKILL on its first run, is restarted under ExitCode and the job still succeeds.
+func TestRealTensorFlowJob(t *testing.T) {
+	ns := namespace(t)
+	needProcNode(t, ns)
+	program, err := filepath.Abs(filepath.Join(repoRoot, "test", "tensorflow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := filepath.Join(os.TempDir(), "t9k-e2e-tf-"+ns)
+	t.Cleanup(func() { os.RemoveAll(hold) })
+	replica := func(typ string, n int32, holdFirst bool) batch.TrainingReplicaSpec {
+		c := corev1.Container{Name: "tensorflow", Image: "tensorflow/tensorflow:2.11.0", Command: []string{"/usr/bin/python3", "/program/tf_config_check.py"},
+			VolumeMounts: []corev1.VolumeMount{{Name: "program", MountPath: "/program", ReadOnly: true}, {Name: "hold", MountPath: "/hold"}}}
+		if holdFirst {
+			c.Env = []corev1.EnvVar{{Name: "HOLD_FIRST_RUN", Value: "/hold"}}
+		}
+		spec := corev1.PodSpec{Containers: []corev1.Container{c}, Volumes: []corev1.Volume{
+			{Name: "program", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: program}}},
+			{Name: "hold", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: hold, Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}},
+		}}
+		onProcNode(&spec)
+		return batch.TrainingReplicaSpec{Type: typ, Replicas: ptr.To(n), RestartPolicy: batch.RestartExitCode, Template: corev1.PodTemplateSpec{Spec: spec}}
+	}
+	job := &batch.TensorFlowTrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "tf"}, Spec: batch.TensorFlowTrainingJobSpec{
+		ReplicaSpecs: []batch.TrainingReplicaSpec{replica("chief", 1, true), replica("worker", 2, false), replica("ps", 1, false)}}}
+	if _, err := env.jobs.BatchV1beta1().TensorFlowTrainingJobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	waitReal(t, "the chief's first run", func(ctx context.Context) (bool, error) {
+		p, err := env.kube.CoreV1().Pods(ns).Get(ctx, "tf-chief-0", metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 || !strings.Contains(containerLog(ns, "tf-chief-0", "tensorflow"), "first run") {
+			return false, nil
+		}
+		_, err = fmt.Sscanf(p.Status.ContainerStatuses[0].ContainerID, "procnode://%d", &pid)
+		return err == nil, nil
+	})
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var s *batch.JobStatus
+	waitReal(t, "the job ended", func(ctx context.Context) (bool, error) {
+		j, err := env.jobs.BatchV1beta1().TensorFlowTrainingJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		s = &j.Status.JobStatus
+		return s.Phase == batch.JobSucceeded || s.Phase == batch.JobFailed, nil
+	})
+	log := containerLog(ns, "tf-chief-0", "tensorflow")
+	if s.Phase != batch.JobSucceeded || !strings.Contains(log, "3 of 3 tasks answered") {
+		t.Fatalf("the job ended %s; the chief's log:\n%s", s.Phase, log)
+	}
+	if s.Tasks[0].Type != "chief" || s.Tasks[0].RestartCount != 1 {
+		t.Errorf("tasks %+v: want the chief restarted once", s.Tasks)
+	}
+}

@@ -173,7 +173,8 @@ func runAll(ctx context.Context, o options, kube kubernetes.Interface, jobs vers
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "t9k-job-controller"})
 
 	core := kubeFactory.Core().V1()
-	children := engine.Informers{Pods: core.Pods(), Services: core.Services(), Secrets: core.Secrets(), ConfigMaps: core.ConfigMaps()}
+	children := engine.Informers{Pods: core.Pods(), Services: core.Services(), Secrets: core.Secrets(), ConfigMaps: core.ConfigMaps(),
+		Deployments: kubeFactory.Apps().V1().Deployments()}
 	controllers := []*engine.Controller{
 		engine.New(genericjob.New(jobs, jobFactory.Batch().V1beta1().GenericJobs()), kube, children, recorder),
 		engine.New(mpijob.New(jobs, jobFactory.Batch().V1beta1().MPIJobs()), kube, children, recorder),

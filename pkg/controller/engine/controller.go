@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -45,7 +47,7 @@ type Controller struct {
 	synced   []cache.InformerSynced
 
 	// The children's caches, indexed by the UID of the job that owns them (byJob).
-	pods, services, secrets, configMaps cache.Indexer
+	pods, services, secrets, configMaps, deployments cache.Indexer
 
 	// expect holds the pod and service writes the cache has yet to show.
 	expect *expectations.Expectations
@@ -67,10 +69,11 @@ type writtenStatus struct {
 // Informers are the shared informers of the children every kind may have, filtered to the
 // project's children.
 type Informers struct {
-	Pods       coreinformers.PodInformer
-	Services   coreinformers.ServiceInformer
-	Secrets    coreinformers.SecretInformer
-	ConfigMaps coreinformers.ConfigMapInformer
+	Pods        coreinformers.PodInformer
+	Services    coreinformers.ServiceInformer
+	Secrets     coreinformers.SecretInformer
+	ConfigMaps  coreinformers.ConfigMapInformer
+	Deployments appsinformers.DeploymentInformer
 }
 
 // New builds the controller of one kind on the shared informers of the children and
@@ -78,22 +81,24 @@ type Informers struct {
 func New(adapter Adapter, kube kubernetes.Interface, inf Informers, recorder record.EventRecorder) *Controller {
 	kind := adapter.GroupVersionKind().Kind
 	pods, services, secrets, configMaps := inf.Pods.Informer(), inf.Services.Informer(), inf.Secrets.Informer(), inf.ConfigMaps.Informer()
+	deployments := inf.Deployments.Informer()
 	c := &Controller{
-		adapter:    adapter,
-		kind:       kind,
-		kube:       kube,
-		pods:       pods.GetIndexer(),
-		services:   services.GetIndexer(),
-		secrets:    secrets.GetIndexer(),
-		configMaps: configMaps.GetIndexer(),
-		recorder:   recorder,
+		adapter:     adapter,
+		kind:        kind,
+		kube:        kube,
+		pods:        pods.GetIndexer(),
+		services:    services.GetIndexer(),
+		secrets:     secrets.GetIndexer(),
+		configMaps:  configMaps.GetIndexer(),
+		deployments: deployments.GetIndexer(),
+		recorder:    recorder,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: kind}),
-		synced: []cache.InformerSynced{adapter.Informer().HasSynced, pods.HasSynced, services.HasSynced, secrets.HasSynced, configMaps.HasSynced},
+		synced: []cache.InformerSynced{adapter.Informer().HasSynced, pods.HasSynced, services.HasSynced, secrets.HasSynced, configMaps.HasSynced, deployments.HasSynced},
 		expect: expectations.New(expectations.DefaultTTL),
 		now:    time.Now,
 	}
-	for _, informer := range []cache.SharedIndexInformer{pods, services, secrets, configMaps} {
+	for _, informer := range []cache.SharedIndexInformer{pods, services, secrets, configMaps, deployments} {
 		if _, ok := informer.GetIndexer().GetIndexers()[byJob]; !ok {
 			if err := informer.AddIndexers(cache.Indexers{byJob: jobUIDOf}); err != nil {
 				panic(fmt.Sprintf("indexing children by job: %v", err)) // only before the informer starts
@@ -121,6 +126,11 @@ func New(adapter Adapter, kube kubernetes.Interface, inf Informers, recorder rec
 	_, _ = configMaps.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.addObject(configMapsKey),
 		DeleteFunc: c.deleteObject(configMapsKey),
+	})
+	_, _ = deployments.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.addObject(deploymentsKey),
+		UpdateFunc: func(_, cur any) { c.addObject(nil)(cur) }, // readiness shows in the kind's status
+		DeleteFunc: c.deleteObject(deploymentsKey),
 	})
 	metrics.ReportJobs(kind, func() []string {
 		var phases []string
@@ -225,6 +235,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		return 0, err
 	}
 	d := Decide(job, plan, children, c.now())
+	if r, ok := c.adapter.(StatusReporter); ok {
+		d.Reported = r.Report(job, children)
+	}
 	if err := c.apply(ctx, key, job, d); err != nil {
 		var taken *NameTakenError
 		if errors.As(err, &taken) {
@@ -243,7 +256,7 @@ func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision
 	// lost nor counted twice, and an outcome never undone, if the controller stops half-way.
 	statusFirst := len(d.Restarted) > 0 || d.Outcome != nil
 	if statusFirst {
-		if err := c.writeStatus(ctx, key, job, d.Status); err != nil {
+		if err := c.writeStatus(ctx, key, job, d.Status, d.Reported); err != nil {
 			return err
 		}
 		c.recordOutcome(job, d)
@@ -255,9 +268,9 @@ func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision
 	switch {
 	case statusFirst:
 	case err != nil:
-		_ = c.writeStatus(ctx, key, job, d.Status) // show what was created; the retry creates the rest
+		_ = c.writeStatus(ctx, key, job, d.Status, d.Reported) // show what was created; the retry creates the rest
 	case created == 0:
-		return c.writeStatus(ctx, key, job, d.Status)
+		return c.writeStatus(ctx, key, job, d.Status, d.Reported)
 	default:
 		// The new children's add events bring a sync within podBatchPeriod that reports
 		// them as they are, so a status saying "Creating" would be written only to be
@@ -274,7 +287,7 @@ func (c *Controller) fail(ctx context.Context, key string, job Job, reason strin
 		return nil
 	}
 	c.recorder.Event(job, corev1.EventTypeWarning, reason, cause.Error())
-	if err := c.writeStatus(ctx, key, job, FailedStatus(job, reason, cause.Error(), c.now())); err != nil {
+	if err := c.writeStatus(ctx, key, job, FailedStatus(job, reason, cause.Error(), c.now()), false); err != nil {
 		return err
 	}
 	children, err := c.children(job)
@@ -371,7 +384,12 @@ func (c *Controller) children(job Job) (Children, error) {
 	if err != nil {
 		return Children{}, err
 	}
-	ch := Children{Pods: owned(job, pods), Services: owned(job, services), Secrets: owned(job, secrets), ConfigMaps: owned(job, configMaps)}
+	deployments, err := indexed[*appsv1.Deployment](c.deployments, uid)
+	if err != nil {
+		return Children{}, err
+	}
+	ch := Children{Pods: owned(job, pods), Services: owned(job, services), Secrets: owned(job, secrets), ConfigMaps: owned(job, configMaps),
+		Deployments: owned(job, deployments)}
 	for _, p := range ch.Pods {
 		if seen, ok := c.endSeen.Load(p.UID); ok {
 			if ch.EndSeen == nil {
@@ -384,9 +402,9 @@ func (c *Controller) children(job Job) (Children, error) {
 }
 
 // writeStatus writes status when it differs from the job's, and counts the phase change.
-func (c *Controller) writeStatus(ctx context.Context, key string, job Job, status *batch.JobStatus) error {
+func (c *Controller) writeStatus(ctx context.Context, key string, job Job, status *batch.JobStatus, reported bool) error {
 	old := job.JobStatus()
-	if equality.Semantic.DeepEqual(old, status) {
+	if !reported && equality.Semantic.DeepEqual(old, status) {
 		return nil
 	}
 	from := old.Phase
@@ -437,7 +455,7 @@ func indexed[T any](indexer cache.Indexer, jobUID string) ([]T, error) {
 }
 
 // Expectations are kept per job and resource.
-var expectationKeys = []func(string) string{podsKey, servicesKey, secretsKey, configMapsKey}
+var expectationKeys = []func(string) string{podsKey, servicesKey, secretsKey, configMapsKey, deploymentsKey}
 
 func (c *Controller) expectationsMet(key string) bool {
 	for _, k := range expectationKeys {
@@ -455,10 +473,11 @@ func (c *Controller) forget(key string) {
 	c.written.Delete(key)
 }
 
-func podsKey(key string) string       { return key + "/pods" }
-func servicesKey(key string) string   { return key + "/services" }
-func secretsKey(key string) string    { return key + "/secrets" }
-func configMapsKey(key string) string { return key + "/configmaps" }
+func podsKey(key string) string        { return key + "/pods" }
+func servicesKey(key string) string    { return key + "/services" }
+func secretsKey(key string) string     { return key + "/secrets" }
+func configMapsKey(key string) string  { return key + "/configmaps" }
+func deploymentsKey(key string) string { return key + "/deployments" }
 
 // owned keeps the objects whose controller is job (by UID, never by name alone).
 func owned[T metav1.Object](job Job, objs []T) []T {
@@ -570,12 +589,15 @@ func (c *Controller) enqueuePodChange(key string) {
 	c.queue.Add(key)
 }
 
-// addObject observes the creation of a service, secret or config map.
+// addObject observes the creation of a service, secret, config map or deployment (an update
+// when expectKey is nil).
 func (c *Controller) addObject(expectKey func(string) string) func(any) {
 	return func(obj any) {
 		if o, ok := obj.(metav1.Object); ok {
 			if key, ok := c.ownerKey(o); ok {
-				c.expect.CreationObserved(expectKey(key))
+				if expectKey != nil {
+					c.expect.CreationObserved(expectKey(key))
+				}
 				c.enqueuePodChange(key)
 			}
 		}

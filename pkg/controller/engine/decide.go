@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,6 +31,9 @@ type Decision struct {
 	Outcome *Outcome
 	// Waiting says which replicas wait for others to be ready before they are created.
 	Waiting string
+	// Reported: the kind's own status fields changed (StatusReporter); the status is written
+	// even if the shared part did not change.
+	Reported bool
 }
 
 // retryableExitCodes are the exit codes the ExitCode restart policy restarts after: SIGINT,
@@ -50,10 +54,11 @@ func restartBackoff(restarts int32) time.Duration {
 
 // Children are what the controller sees of a job's children.
 type Children struct {
-	Pods       []*corev1.Pod
-	Services   []*corev1.Service
-	Secrets    []*corev1.Secret
-	ConfigMaps []*corev1.ConfigMap
+	Pods        []*corev1.Pod
+	Services    []*corev1.Service
+	Secrets     []*corev1.Secret
+	ConfigMaps  []*corev1.ConfigMap
+	Deployments []*appsv1.Deployment
 	// EndSeen is when the controller first saw each ended pod (by UID) as ended. A
 	// container's finishedAt is truncated to the second; this keeps restart backoffs from
 	// starting up to a second before the pod really ended.
@@ -378,6 +383,9 @@ func (ch Children) objectNames() map[string]bool {
 	}
 	for _, o := range ch.ConfigMaps {
 		have[objectName(ConfigMapKind, o.Name)] = true
+	}
+	for _, o := range ch.Deployments {
+		have[objectName(DeploymentKind, o.Name)] = true
 	}
 	return have
 }

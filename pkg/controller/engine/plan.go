@@ -40,6 +40,13 @@ type Adapter interface {
 	UpdateStatus(ctx context.Context, job Job) (Job, error)
 }
 
+// StatusReporter is an Adapter whose kind reports more than the shared status (TensorFlow's
+// TensorBoard). Report sets those fields on the job from its children, before the status is
+// written, and says whether they changed.
+type StatusReporter interface {
+	Report(job Job, children Children) bool
+}
+
 // Plan is a job as the engine runs it.
 type Plan struct {
 	// Groups are the replica types, in the order status reports them.
@@ -74,16 +81,18 @@ type Plan struct {
 type ObjectKind string
 
 const (
-	SecretKind    ObjectKind = "Secret"
-	ConfigMapKind ObjectKind = "ConfigMap"
-	ServiceKind   ObjectKind = "Service"
+	SecretKind     ObjectKind = "Secret"
+	ConfigMapKind  ObjectKind = "ConfigMap"
+	ServiceKind    ObjectKind = "Service"
+	DeploymentKind ObjectKind = "Deployment"
 )
 
 // Object is one of a job's children besides its replicas.
 type Object struct {
 	Kind ObjectKind
 	Name string
-	// Build makes the object, a *corev1.Secret, *corev1.ConfigMap or *corev1.Service. It is
+	// Build makes the object, a *corev1.Secret, *corev1.ConfigMap, *corev1.Service or
+	// *appsv1.Deployment. It is
 	// called only when the object must be created (a key pair is made once); the engine sets
 	// its namespace, labels and owner.
 	Build func() (metav1.Object, error)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -123,6 +124,11 @@ func (c *Controller) createObjects(ctx context.Context, key string, job Job, obj
 				_, err := c.kube.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
 				return err
 			})
+		case *appsv1.Deployment:
+			names, err = create(ctx, c, job, deploymentsKey(key), "deployments", []*appsv1.Deployment{v}, func(d *appsv1.Deployment) error {
+				_, err := c.kube.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{})
+				return err
+			})
 		default:
 			return created, fmt.Errorf("%s %s: the engine does not create a %T", o.Kind, o.Name, obj)
 		}
@@ -147,7 +153,7 @@ func (e *NameTakenError) Error() string {
 }
 
 // resourceKinds names the kinds of the resources the engine creates, for messages.
-var resourceKinds = map[string]string{"pods": "Pod", "services": "Service", "secrets": "Secret", "configmaps": "ConfigMap"}
+var resourceKinds = map[string]string{"pods": "Pod", "services": "Service", "secrets": "Secret", "configmaps": "ConfigMap", "deployments": "Deployment"}
 
 // checkOwner tells, after a create found the name taken, whether the object there is the
 // job's own (a cache that had not shown it yet) or another's.
@@ -164,6 +170,8 @@ func (c *Controller) checkOwner(ctx context.Context, job Job, resource, name str
 		obj, err = c.kube.CoreV1().Secrets(ns).Get(ctx, name, get)
 	case "configmaps":
 		obj, err = c.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, get)
+	case "deployments":
+		obj, err = c.kube.AppsV1().Deployments(ns).Get(ctx, name, get)
 	}
 	switch {
 	case apierrors.IsNotFound(err):

@@ -57,7 +57,7 @@ func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {
 	if training.Replicas(spec.ReplicaSpecs, "chief") > 0 {
 		main = "chief"
 	}
-	return training.Job{
+	plan := training.Job{
 		Name: job.Name, Specs: spec.ReplicaSpecs, Order: []string{"chief", "ps", "worker", "evaluator"},
 		RunPolicy: spec.RunPolicy, RunMode: spec.RunMode, Scheduler: spec.Scheduler,
 		PortName: portName, Port: port(spec.ReplicaSpecs, main),
@@ -65,8 +65,17 @@ func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {
 			return []corev1.EnvVar{{Name: "TF_CONFIG", Value: tfConfig(t, rank)}}
 		},
 		Container: container, MainType: main, Essential: []string{"chief", "worker", "ps"},
-	}.Plan(), nil
+	}.Plan()
+	if tb := spec.TensorboardSpec; tb != nil {
+		if _, err := tensorboardPod(tb); err != nil {
+			return nil, err
+		}
+		plan.Objects = tensorboardObjects(job.Name, tb)
+	}
+	return plan, nil
 }
+
+var _ engine.StatusReporter = &Adapter{}
 
 // TFConfigs returns TF_CONFIG for each replica: every chief, worker and ps by host and port
 // (the evaluator is not part of the cluster), the replica's own task, environment cloud.

@@ -109,27 +109,7 @@ func TestColossalAIExample(t *testing.T) {
 		t.Run("launcher exits "+tc.code, func(t *testing.T) {
 			ns := namespace(t)
 			ctx := context.Background()
-			// The example mounts the claim "colossalai": a volume for it, bound by the cluster.
-			pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-colossalai"}, Spec: corev1.PersistentVolumeSpec{
-				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + ns}},
-				ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: "colossalai"},
-				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			}}
-			if _, err := env.kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				_ = env.kube.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
-			})
-			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "colossalai"}, Spec: corev1.PersistentVolumeClaimSpec{
-				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}, StorageClassName: new(string), VolumeName: pv.Name,
-				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-			}}
-			if _, err := env.kube.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			boundClaim(t, ns, "colossalai") // the example mounts it
 
 			job := &batch.ColossalAIJob{}
 			if err := examples.Decode("colossalai-example.yaml", job); err != nil {
@@ -191,4 +171,31 @@ func TestMPIPauseAndResume(t *testing.T) {
 	waitStatus(t, "running again", mpiStatus(ns, job.Name), func(s *batch.JobStatus) bool {
 		return s.Phase == batch.JobRunning && s.Tasks[0].Replicas[0].Phase == batch.ReplicaRunning
 	})
+}
+
+// boundClaim makes a PersistentVolumeClaim of a namespace, bound by the cluster to a volume
+// made for it (pods that mount it can then be scheduled).
+func boundClaim(t *testing.T, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Spec: corev1.PersistentVolumeSpec{
+		Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+		AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+		PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + ns + "-" + name}},
+		ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: name},
+		PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+	}}
+	if _, err := env.kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.kube.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+	})
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}, StorageClassName: new(string), VolumeName: pv.Name,
+		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+	}}
+	if _, err := env.kube.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -147,3 +147,35 @@ func TestXGBoostExample(t *testing.T) {
 		t.Errorf("kubectl get t9k (%v):\n%s", err, out)
 	}
 }
+
+// TestTensorBoard: the TensorBoard of a TensorFlowTrainingJob becomes ready, is reported in
+// status.tensorboard, and stays after the job's replicas are cleaned up.
+func TestTensorBoard(t *testing.T) {
+	ns := namespace(t)
+	boundClaim(t, ns, "tensorflow-tensorboard-pvc")
+	w := batch.TrainingReplicaSpec{Type: "worker", Replicas: ptr.To[int32](1),
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "tensorflow", Image: "tf", Command: []string{"train"}}}}}}
+	annotate(&w.Template, "0", "3s")
+	job := &batch.TensorFlowTrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "boarded"}, Spec: batch.TensorFlowTrainingJobSpec{
+		ReplicaSpecs: []batch.TrainingReplicaSpec{w}, RunPolicy: batch.TrainingRunPolicy{CleanUpPolicy: batch.CleanUpAll},
+		TensorboardSpec: &batch.TensorBoardSpec{Image: "t9kpublic/tensorflow-2.11.0:cpu-sdk-0.5.2", TrainingLogFilesets: []string{"t9k://pvc/tensorflow-tensorboard-pvc/log"}}}}
+	if _, err := env.jobs.BatchV1beta1().TensorFlowTrainingJobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the TensorBoard ready, the job succeeded and its replicas gone", jobTimeout, func(ctx context.Context) (bool, error) {
+		j, err := env.jobs.BatchV1beta1().TensorFlowTrainingJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		tb := j.Status.Tensorboard
+		pods, err := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: batch.LabelReplicaType})
+		return err == nil && tb != nil && tb.Ready && j.Status.Phase == batch.JobSucceeded && len(pods.Items) == 0, nil
+	})
+	j, _ := env.jobs.BatchV1beta1().TensorFlowTrainingJobs(ns).Get(context.Background(), job.Name, metav1.GetOptions{})
+	if tb := j.Status.Tensorboard; tb.Dependent == nil || tb.Dependent.Name != "boarded-tensorboard" || tb.Reason != "DependentReady" || tb.Note != "TensorBoard [boarded-tensorboard] is ready" {
+		t.Errorf("status.tensorboard %+v", tb)
+	}
+	if _, err := env.kube.AppsV1().Deployments(ns).Get(context.Background(), "boarded-tensorboard", metav1.GetOptions{}); err != nil {
+		t.Errorf("the TensorBoard went with the replicas: %v", err)
+	}
+}

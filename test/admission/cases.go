@@ -135,6 +135,12 @@ var Cases = []Case{
 	// XGBoostTrainingJob
 	{"no master", "xgboost-example.yaml", func(o map[string]any) { set(o, []any{get(o, "spec", "replicaSpecs", 1)}, "spec", "replicaSpecs") }, "needs exactly one master"},
 	{"two masters", "xgboost-example.yaml", func(o map[string]any) { set(o, 2, "spec", "replicaSpecs", 0, "replicas") }, "needs exactly one master"},
+	{"malformed TensorBoard fileset", "tensorflow-example.yaml", func(o map[string]any) {
+		set(o, map[string]any{"image": "tb", "trainingLogFilesets": []any{"pvc://logs/run"}}, "spec", "tensorboardSpec")
+	}, "each entry must be of the form t9k://pvc/<claim>/<path>"},
+	{"TensorBoard fileset", "tensorflow-example.yaml", func(o map[string]any) {
+		set(o, map[string]any{"image": "tb", "trainingLogFilesets": []any{"t9k://pvc/logs/run"}}, "spec", "tensorboardSpec")
+	}, ""},
 	{"XGBoost type", "xgboost-example.yaml", func(o map[string]any) { set(o, "ps", "spec", "replicaSpecs", 1, "type") }, "must be master or worker"},
 }
 

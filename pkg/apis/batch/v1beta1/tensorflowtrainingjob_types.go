@@ -73,6 +73,7 @@ type TensorFlowTrainingJobSpec struct {
 }
 
 // TensorBoardSpec is a TensorBoard over a job's training logs.
+// +kubebuilder:validation:XValidation:rule="self.trainingLogFilesets.all(f, f.matches('^t9k://pvc/[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/.*)?$'))",message="spec.tensorboardSpec.trainingLogFilesets: each entry must be of the form t9k://pvc/<claim>/<path>, e.g. t9k://pvc/tensorflow-tensorboard-pvc/log"
 type TensorBoardSpec struct {
 	// Image of the TensorBoard; it must provide the tensorboard command.
 	// +kubebuilder:validation:MinLength=1
@@ -82,6 +83,7 @@ type TensorBoardSpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:Pattern=`^t9k://pvc/[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/.*)?$`
+	// +kubebuilder:validation:items:MaxLength=1024
 	TrainingLogFilesets []string `json:"trainingLogFilesets"`
 }
 

@@ -33,7 +33,7 @@ type config struct {
 
 func main() {
 	c := config{}
-	flag.StringVar(&c.kind, "kind", "GenericJob", "kind of the jobs: GenericJob (against a raw loop), or MPIJob (replicas are its workers; time until every launcher runs)")
+	flag.StringVar(&c.kind, "kind", "GenericJob", "kind of the jobs: GenericJob (against a raw loop), TensorFlowTrainingJob (workers), or MPIJob (replicas are its workers; time until every launcher runs)")
 	flag.IntVar(&c.jobs, "jobs", 250, "jobs to create")
 	flag.IntVar(&c.replicas, "replicas", 4, "replicas per job")
 	flag.IntVar(&c.workers, "workers", 8, "controller workers; also the raw loop's concurrency")
@@ -80,8 +80,8 @@ func run(c config) error {
 	for round := range c.rounds {
 		order := []string{"raw", "controller"}
 		switch {
-		case c.kind != "GenericJob":
-			order = []string{"controller"} // the raw loop makes GenericJob's children
+		case c.kind == "MPIJob":
+			order = []string{"controller"} // the raw loop makes per-replica pods and services
 		case round%2 == 1:
 			order = []string{"controller", "raw"} // neither always runs second on a warmed machine
 		}

@@ -143,6 +143,12 @@ func runJobs(ctx context.Context, c config, config *rest.Config, kube kubernetes
 	defer showProgress("controller", pods, runningJobs)()
 	err := parallel(16, c.jobs, func(i int) error {
 		name := fmt.Sprintf("job-%04d", i)
+		if c.kind == "TensorFlowTrainingJob" {
+			_, err := client.BatchV1beta1().TensorFlowTrainingJobs(ns).Create(ctx, &batch.TensorFlowTrainingJob{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: batch.TensorFlowTrainingJobSpec{ReplicaSpecs: []batch.TrainingReplicaSpec{{Type: "worker", Replicas: ptr.To(int32(c.replicas)),
+					Template: corev1.PodTemplateSpec{Spec: podSpec()}}}}}, metav1.CreateOptions{})
+			return err
+		}
 		if c.kind == "MPIJob" {
 			spec := podSpec()
 			spec.Containers[0].Name = "mpi-worker"
@@ -298,8 +304,11 @@ func showProgress(run string, pods func() podCounts, jobsRunning func() int) (st
 func watchRunningJobs(ctx context.Context, kind string, client versioned.Interface, ns string) func() int {
 	factory := jobinformers.NewSharedInformerFactoryWithOptions(client, 0, jobinformers.WithNamespace(ns))
 	informer := factory.Batch().V1beta1().GenericJobs().Informer()
-	if kind == "MPIJob" {
+	switch kind {
+	case "MPIJob":
 		informer = factory.Batch().V1beta1().MPIJobs().Informer()
+	case "TensorFlowTrainingJob":
+		informer = factory.Batch().V1beta1().TensorFlowTrainingJobs().Informer()
 	}
 	factory.Start(ctx.Done())
 	cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)

@@ -105,3 +105,26 @@ func TestRestartsAndRunPolicy(t *testing.T) {
 		t.Errorf("service ports %+v", p.ServicePorts)
 	}
 }
+
+// Debug, pause with resume settings, and the scheduler reach the plan, per type.
+func TestRunModeAndScheduler(t *testing.T) {
+	job := &batch.TensorFlowTrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "tf", Namespace: "ns"},
+		Spec: batch.TensorFlowTrainingJobSpec{ReplicaSpecs: []batch.TrainingReplicaSpec{spec("chief", 1), spec("worker", 2)},
+			RunMode: &batch.RunMode{Debug: &batch.DebugMode{Enabled: true}, Pause: &batch.PauseMode{Enabled: true,
+				ResumeSpecs: []batch.ResumeSpec{{Type: "worker", Command: []string{"python", "resume.py"}}}}},
+			Scheduler: &batch.SchedulePolicy{T9kScheduler: &batch.T9kScheduler{Queue: "default", Priority: 50}}}}
+	p, err := (&Adapter{}).Plan(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Debug || !p.Paused || p.Scheduler == nil || p.Scheduler.Queue != "default" {
+		t.Errorf("plan debug %v paused %v scheduler %+v", p.Debug, p.Paused, p.Scheduler)
+	}
+	chief, worker := p.Groups[0], p.Groups[1]
+	if chief.Type != "chief" || chief.Debug == nil || len(chief.Debug.Command) != 2 || chief.Debug.Command[0] != "sleep" {
+		t.Errorf("chief's debug setting %+v", chief.Debug)
+	}
+	if worker.Resume == nil || worker.Resume.Command[1] != "resume.py" {
+		t.Errorf("worker's resume setting %+v", worker.Resume)
+	}
+}

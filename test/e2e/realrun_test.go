@@ -432,3 +432,31 @@ func TestRealTensorFlowJob(t *testing.T) {
 		t.Errorf("tasks %+v: want the chief restarted once", s.Tasks)
 	}
 }
+
+// TestRealExecProbe: an exec readiness probe runs inside the container (its mount, network
+// and PID namespaces): the pod is Ready only once the probe's command succeeds there.
+func TestRealExecProbe(t *testing.T) {
+	ns := namespace(t)
+	needProcNode(t, ns)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "exec-probe"}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "main", Image: "machine",
+			Command:        []string{"sh", "-c", "sleep 2; mkdir -p /ready-dir; touch /ready-dir/ready; echo ready; exec sleep 600"},
+			VolumeMounts:   []corev1.VolumeMount{{Name: "scratch", MountPath: "/ready-dir"}},
+			ReadinessProbe: &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-e", "/ready-dir/ready"}}}}}},
+		Volumes: []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+	}}
+	onProcNode(&pod.Spec)
+	if _, err := env.kube.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitReal(t, "the pod Ready, not before its file exists", func(ctx context.Context) (bool, error) {
+		p, err := env.kube.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil || !podIsReady(p) {
+			return false, nil
+		}
+		if !strings.Contains(containerLog(ns, pod.Name, "main"), "ready") {
+			t.Fatal("the pod is Ready before the probe's file exists")
+		}
+		return true, nil
+	})
+}

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 )
 
 // podRunner runs one pod: its sandbox (network namespace, hosts and resolv.conf), volumes,
@@ -86,7 +87,7 @@ func (r *podRunner) run(ctx context.Context) {
 	defer close(r.done)
 	defer r.n.forget(r)
 	log := func(format string, args ...any) { r.n.log("pod %s: %s", r.key, fmt.Sprintf(format, args...)) }
-	status := corev1.PodStatus{Phase: corev1.PodPending, HostIP: r.n.net.gateway.String(), StartTime: ptrTime(time.Now()),
+	status := corev1.PodStatus{Phase: corev1.PodPending, HostIP: r.n.net.gateway.String(), StartTime: ptr.To(metav1.Now()),
 		Conditions: []corev1.PodCondition{condition(corev1.PodScheduled, true, "")}}
 
 	holder, err := r.sandbox()
@@ -384,14 +385,14 @@ func (r *podRunner) podStatus(s corev1.PodStatus, containers []*container, ended
 
 func (c *container) status() corev1.ContainerStatus {
 	cs := corev1.ContainerStatus{Name: c.spec.Name, Image: c.spec.Image, ImageID: "procnode://" + c.spec.Image,
-		ContainerID: fmt.Sprintf("procnode://%d", c.cmd.Process.Pid), Ready: c.ready, Started: ptrBool(true)}
+		ContainerID: fmt.Sprintf("procnode://%d", c.cmd.Process.Pid), Ready: c.ready, Started: ptr.To(true)}
 	select {
 	case <-c.exited:
 		reason := "Completed"
 		if c.code != 0 {
 			reason = "Error"
 		}
-		cs.Ready, cs.Started = false, ptrBool(false)
+		cs.Ready, cs.Started = false, ptr.To(false)
 		cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: c.code, Reason: reason,
 			StartedAt: metav1.NewTime(c.started), FinishedAt: metav1.NewTime(c.ended), ContainerID: cs.ContainerID}
 	default:
@@ -466,6 +467,3 @@ func setCondition(conds []corev1.PodCondition, c corev1.PodCondition) []corev1.P
 	}
 	return append(conds, c)
 }
-
-func ptrTime(t time.Time) *metav1.Time { mt := metav1.NewTime(t); return &mt }
-func ptrBool(b bool) *bool             { return &b }

@@ -6,6 +6,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -143,4 +144,28 @@ type Outcome struct {
 	Succeeded bool
 	// Reason is one word; Message says why, e.g. which rule fired.
 	Reason, Message string
+}
+
+// SetRunMode applies a job's run mode (debug, pause and their per-type settings) and
+// scheduler to the plan; call it once the plan has its groups.
+func (p *Plan) SetRunMode(mode *batch.RunMode, scheduler *batch.SchedulePolicy) {
+	if mode != nil {
+		p.Debug = mode.Debug != nil && mode.Debug.Enabled
+		p.Paused = mode.Pause != nil && mode.Pause.Enabled
+		for i := range p.Groups {
+			p.Groups[i].Debug = mode.Debug.For(p.Groups[i].Type)
+			p.Groups[i].Resume = mode.Pause.For(p.Groups[i].Type)
+		}
+	}
+	if scheduler != nil {
+		p.Scheduler = scheduler.T9kScheduler
+	}
+}
+
+// ExitText is " with exit code N" for a non-zero code, for outcome messages.
+func ExitText(code int32) string {
+	if code == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" with exit code %d", code)
 }

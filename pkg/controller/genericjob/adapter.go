@@ -58,22 +58,12 @@ func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {
 				return t
 			},
 		}
-		if m := spec.RunMode; m != nil {
-			g.Debug = m.Debug.For(r.Type)
-			g.Resume = m.Pause.For(r.Type)
-		}
 		plan.Groups = append(plan.Groups, g)
 	}
 	if spec.Service != nil {
 		plan.ServicePorts = servicePorts(spec.Service)
 	}
-	if m := spec.RunMode; m != nil {
-		plan.Debug = m.Debug != nil && m.Debug.Enabled
-		plan.Paused = m.Pause != nil && m.Pause.Enabled
-	}
-	if spec.Scheduler != nil {
-		plan.Scheduler = spec.Scheduler.T9kScheduler
-	}
+	plan.SetRunMode(spec.RunMode, spec.Scheduler)
 	plan.Outcome = outcome(spec.SuccessRules, spec.FailureRules, job.Name)
 	return plan, nil
 }
@@ -105,7 +95,7 @@ func outcome(successRules, failureRules []batch.ReplicaRule, jobName string) fun
 				for rank, r := range rs {
 					if r.Final && r.Phase == batch.ReplicaFailed {
 						return &engine.Outcome{Message: fmt.Sprintf("The job is failed: replica %s failed%s and has no restart left.",
-							engine.ChildName(jobName, t, int32(rank)), exitText(r.ExitCode))}
+							engine.ChildName(jobName, t, int32(rank)), engine.ExitText(r.ExitCode))}
 					}
 				}
 			}
@@ -135,13 +125,6 @@ func formatRule(rule batch.ReplicaRule) string {
 		m[t] = ranks
 	}
 	return engine.FormatReplicaRule(m)
-}
-
-func exitText(code int32) string {
-	if code == 0 {
-		return ""
-	}
-	return fmt.Sprintf(" with exit code %d", code)
 }
 
 func servicePorts(s *batch.ServiceOption) []corev1.ServicePort {

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
@@ -128,12 +129,12 @@ func (j Job) Launcher(pod corev1.PodTemplateSpec, mainContainer string) engine.G
 // launcher the hostfile at HostfileDir.
 func (j Job) mountSSH(spec *corev1.PodSpec, hostfile bool) {
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: sshVolume, VolumeSource: corev1.VolumeSource{
-		Secret: &corev1.SecretVolumeSource{SecretName: SecretName(j.Name), DefaultMode: ptrMode(secretMode)}}})
+		Secret: &corev1.SecretVolumeSource{SecretName: SecretName(j.Name), DefaultMode: ptr.To[int32](secretMode)}}})
 	mounts := []corev1.VolumeMount{{Name: sshVolume, MountPath: j.SSH.AuthMountPath, ReadOnly: true}}
 	if hostfile {
 		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: hostfileVol, VolumeSource: corev1.VolumeSource{
 			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: HostfileName(j.Name)},
-				DefaultMode: ptrMode(hostfileMode)}}})
+				DefaultMode: ptr.To[int32](hostfileMode)}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: hostfileVol, MountPath: HostfileDir, ReadOnly: true})
 	}
 	for i := range spec.Containers {
@@ -153,8 +154,6 @@ func (j Job) sshdCommand() []string {
 		"-o", "AuthorizedKeysFile=" + dir + "/" + authorizedKeysFile,
 		"-o", "StrictModes=no", "-o", "PidFile=none"}
 }
-
-func ptrMode(m int32) *int32 { return &m }
 
 // Outcome reads a launcher job's outcome from its launcher alone: exit code 0 ends it with
 // success (the message says what that means for the kind), another code with failure. A
@@ -182,7 +181,7 @@ func Outcome(job, succeeded string) func(engine.Replicas) *engine.Outcome {
 			switch {
 			case w.Final:
 				return &engine.Outcome{Message: fmt.Sprintf("The job failed: worker %s %s%s; workers must run until the launcher ends.",
-					name, strings.ToLower(string(w.Phase)), exitText(w.ExitCode))}
+					name, strings.ToLower(string(w.Phase)), engine.ExitText(w.ExitCode))}
 			case started && (w.Lost || w.Phase == batch.ReplicaCreating):
 				// The launcher starts only once every worker has a Ready pod: a worker
 				// without one since was lost, whatever status had time to record.
@@ -190,28 +189,6 @@ func Outcome(job, succeeded string) func(engine.Replicas) *engine.Outcome {
 			}
 		}
 		return nil
-	}
-}
-
-func exitText(code int32) string {
-	if code == 0 {
-		return ""
-	}
-	return fmt.Sprintf(" with exit code %d", code)
-}
-
-// RunMode applies a job's run mode and scheduler to a plan and its groups.
-func RunMode(plan *engine.Plan, mode *batch.RunMode, scheduler *batch.SchedulePolicy) {
-	if mode != nil {
-		plan.Debug = mode.Debug != nil && mode.Debug.Enabled
-		plan.Paused = mode.Pause != nil && mode.Pause.Enabled
-		for i := range plan.Groups {
-			plan.Groups[i].Debug = mode.Debug.For(plan.Groups[i].Type)
-			plan.Groups[i].Resume = mode.Pause.For(plan.Groups[i].Type)
-		}
-	}
-	if scheduler != nil {
-		plan.Scheduler = scheduler.T9kScheduler
 	}
 }
 

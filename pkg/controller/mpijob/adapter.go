@@ -60,7 +60,7 @@ func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {
 		Outcome: launcher.Outcome(job.Name, Succeeded),
 	}
 	launcher.CleanUp(plan, spec.RunPolicy.CleanUpWorkers)
-	launcher.RunMode(plan, spec.RunMode, spec.Scheduler)
+	plan.SetRunMode(spec.RunMode, spec.Scheduler)
 	return plan, nil
 }
 

@@ -67,19 +67,10 @@ func (j Job) Plan() *engine.Plan {
 					}
 					return tmpl
 				}}
-			if m := j.RunMode; m != nil {
-				g.Debug, g.Resume = m.Debug.For(s.Type), m.Pause.For(s.Type)
-			}
 			plan.Groups = append(plan.Groups, g)
 		}
 	}
-	if m := j.RunMode; m != nil {
-		plan.Debug = m.Debug != nil && m.Debug.Enabled
-		plan.Paused = m.Pause != nil && m.Pause.Enabled
-	}
-	if j.Scheduler != nil {
-		plan.Scheduler = j.Scheduler.T9kScheduler
-	}
+	plan.SetRunMode(j.RunMode, j.Scheduler)
 	return plan
 }
 
@@ -98,18 +89,11 @@ func (j Job) outcome(rs engine.Replicas) *engine.Outcome {
 				if name == main {
 					role = " (the main replica)"
 				}
-				return &engine.Outcome{Message: fmt.Sprintf("The job failed: %s%s failed%s and has no restart left.", name, role, exitText(r.ExitCode))}
+				return &engine.Outcome{Message: fmt.Sprintf("The job failed: %s%s failed%s and has no restart left.", name, role, engine.ExitText(r.ExitCode))}
 			}
 		}
 	}
 	return nil
-}
-
-func exitText(code int32) string {
-	if code == 0 {
-		return ""
-	}
-	return fmt.Sprintf(" with exit code %d", code)
 }
 
 // withEnv adds env to a container's, keeping what the container sets itself.

@@ -81,18 +81,7 @@ func TestRealRestartAfterKill(t *testing.T) {
 	r.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}
 	createJob(t, ns, job)
 
-	var pid int
-	waitReal(t, "the first run", func(ctx context.Context) (bool, error) {
-		p, err := env.kube.CoreV1().Pods(ns).Get(ctx, "killed-worker-0", metav1.GetOptions{})
-		if err != nil || len(p.Status.ContainerStatuses) == 0 || !strings.Contains(containerLog(ns, "killed-worker-0", "main"), "first run") {
-			return false, nil
-		}
-		_, err = fmt.Sscanf(p.Status.ContainerStatuses[0].ContainerID, "procnode://%d", &pid)
-		return err == nil, nil
-	})
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("killing the replica's process %d: %v", pid, err)
-	}
+	killFirstRun(t, ns, "killed-worker-0", "main")
 	done := waitGenericPhase(t, ns, job.Name, batch.JobSucceeded)
 	task := done.Status.Tasks[0]
 	rs := task.Replicas[0]
@@ -403,18 +392,7 @@ func TestRealTensorFlowJob(t *testing.T) {
 	if _, err := env.jobs.BatchV1beta1().TensorFlowTrainingJobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var pid int
-	waitReal(t, "the chief's first run", func(ctx context.Context) (bool, error) {
-		p, err := env.kube.CoreV1().Pods(ns).Get(ctx, "tf-chief-0", metav1.GetOptions{})
-		if err != nil || len(p.Status.ContainerStatuses) == 0 || !strings.Contains(containerLog(ns, "tf-chief-0", "tensorflow"), "first run") {
-			return false, nil
-		}
-		_, err = fmt.Sscanf(p.Status.ContainerStatuses[0].ContainerID, "procnode://%d", &pid)
-		return err == nil, nil
-	})
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	killFirstRun(t, ns, "tf-chief-0", "tensorflow")
 	var s *batch.JobStatus
 	waitReal(t, "the job ended", func(ctx context.Context) (bool, error) {
 		j, err := env.jobs.BatchV1beta1().TensorFlowTrainingJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
@@ -459,4 +437,22 @@ func TestRealExecProbe(t *testing.T) {
 		}
 		return true, nil
 	})
+}
+
+// killFirstRun waits until a pod's container has logged "first run", and kills it with
+// SIGKILL (its container's first process, and so every process of it).
+func killFirstRun(t *testing.T, ns, pod, container string) {
+	t.Helper()
+	var pid int
+	waitReal(t, pod+"'s first run", func(ctx context.Context) (bool, error) {
+		p, err := env.kube.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 || !strings.Contains(containerLog(ns, pod, container), "first run") {
+			return false, nil
+		}
+		_, err = fmt.Sscanf(p.Status.ContainerStatuses[0].ContainerID, "procnode://%d", &pid)
+		return err == nil, nil
+	})
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("killing %s's process %d: %v", pod, pid, err)
+	}
 }

@@ -172,15 +172,12 @@ func runAll(ctx context.Context, o options, kube kubernetes.Interface, jobs vers
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "t9k-job-controller"})
 
-	core := kubeFactory.Core().V1()
-	children := engine.Informers{Pods: core.Pods(), Services: core.Services(), Secrets: core.Secrets(), ConfigMaps: core.ConfigMaps(),
-		Deployments: kubeFactory.Apps().V1().Deployments()}
 	controllers := []*engine.Controller{
-		engine.New(genericjob.New(jobs, jobFactory.Batch().V1beta1().GenericJobs()), kube, children, recorder),
-		engine.New(mpijob.New(jobs, jobFactory.Batch().V1beta1().MPIJobs()), kube, children, recorder),
-		engine.New(colossalaijob.New(jobs, jobFactory.Batch().V1beta1().ColossalAIJobs()), kube, children, recorder),
-		engine.New(tensorflowjob.New(jobs, jobFactory.Batch().V1beta1().TensorFlowTrainingJobs()), kube, children, recorder),
-		engine.New(xgboostjob.New(jobs, jobFactory.Batch().V1beta1().XGBoostTrainingJobs()), kube, children, recorder),
+		engine.New(genericjob.New(jobs, jobFactory.Batch().V1beta1().GenericJobs()), kube, kubeFactory, recorder),
+		engine.New(mpijob.New(jobs, jobFactory.Batch().V1beta1().MPIJobs()), kube, kubeFactory, recorder),
+		engine.New(colossalaijob.New(jobs, jobFactory.Batch().V1beta1().ColossalAIJobs()), kube, kubeFactory, recorder),
+		engine.New(tensorflowjob.New(jobs, jobFactory.Batch().V1beta1().TensorFlowTrainingJobs()), kube, kubeFactory, recorder),
+		engine.New(xgboostjob.New(jobs, jobFactory.Batch().V1beta1().XGBoostTrainingJobs()), kube, kubeFactory, recorder),
 	}
 	jobFactory.Start(ctx.Done())
 	kubeFactory.Start(ctx.Done())

@@ -64,7 +64,7 @@ func TestMPIExample(t *testing.T) {
 		message string
 	}{
 		{"0", batch.JobSucceeded, batch.JobCompleted, "The job has ended: mpirun exited with code 0."},
-		{"1", batch.JobFailed, batch.JobConditionFailed, "The job exited with an error code: mpi-example-launcher exited with code 1."},
+		{"1", batch.JobFailed, batch.JobConditionFailed, "The job exited with an error code: mpi-example-launcher failed with exit code 1."},
 	} {
 		t.Run("launcher exits "+tc.code, func(t *testing.T) {
 			ns := namespace(t)

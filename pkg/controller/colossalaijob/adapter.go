@@ -4,12 +4,10 @@
 package colossalaijob
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
@@ -25,33 +23,19 @@ const (
 	MasterPort = 29500
 )
 
-// Succeeded is the message of a ColossalAIJob whose launcher exited with code 0.
-const Succeeded = "The job has finished successfully: colossalai run exited with code 0."
-
-// Adapter describes ColossalAIJobs to the engine.
-type Adapter struct {
-	engine.Typed[*batch.ColossalAIJob]
-}
+// SucceededMessage is the message of a ColossalAIJob whose launcher exited with code 0.
+const SucceededMessage = "The job has finished successfully: colossalai run exited with code 0."
 
 // New returns the ColossalAIJob adapter.
-func New(client versioned.Interface, informer informers.ColossalAIJobInformer) *Adapter {
-	jobs, lister := client.BatchV1beta1(), informer.Lister()
-	return &Adapter{engine.NewTyped("ColossalAIJob", informer.Informer(),
-		func(ns, name string) (*batch.ColossalAIJob, error) { return lister.ColossalAIJobs(ns).Get(name) },
-		func(ctx context.Context, job *batch.ColossalAIJob) (*batch.ColossalAIJob, error) {
-			return jobs.ColossalAIJobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{})
-		})}
+func New(client versioned.Interface, informer informers.ColossalAIJobInformer) engine.Adapter {
+	return engine.NewAdapter[*batch.ColossalAIJob]("ColossalAIJob", informer.Informer(), informer.Lister().ColossalAIJobs, client.BatchV1beta1().ColossalAIJobs, Plan)
 }
 
-var _ engine.Adapter = &Adapter{}
-
-// Plan describes a ColossalAIJob: the launcher, then the workers, which are never restarted
+// Plan describes a defaulted ColossalAIJob: the launcher, then the workers, which are never restarted
 // (a restarted worker cannot rejoin ColossalAI training).
-func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {
-	job := obj.(*batch.ColossalAIJob).DeepCopy()
-	job.Default()
+func Plan(job *batch.ColossalAIJob) (*engine.Plan, error) {
 	spec := &job.Spec
-	j := launcher.Job{Name: job.Name, UID: string(job.UID), Replicas: *spec.Worker.Replicas, SSH: spec.SSH,
+	j := launcher.Layout{Name: job.Name, UID: string(job.UID), Replicas: *spec.Worker.Replicas, SSH: spec.SSH,
 		HostLine: func(host string) string { return host }}
 	plan := &engine.Plan{
 		Groups: []engine.Group{
@@ -59,7 +43,7 @@ func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {
 			j.Workers(spec.Worker.Template, workerContainer),
 		},
 		Objects: j.Objects(),
-		Outcome: launcher.Outcome(job.Name, Succeeded),
+		Judge:   launcher.Judge(job.Name, SucceededMessage),
 	}
 	launcher.CleanUp(plan, spec.RunPolicy.CleanUpWorkers)
 	plan.SetRunMode(spec.RunMode, spec.Scheduler)

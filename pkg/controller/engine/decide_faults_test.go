@@ -33,7 +33,7 @@ func TestEndingSyncRestartsNothing(t *testing.T) {
 			{Type: "b", Replicas: 2, Restart: batch.RestartOnFailure, Limit: ptr.To[int32](3), Template: template("train")},
 		},
 		CleanUp: batch.CleanUpUnfinished,
-		Outcome: allSucceed,
+		Judge:   allSucceed,
 	}
 	status := batch.JobStatus{Phase: batch.JobRunning,
 		Conditions: []batch.JobCondition{{Type: batch.JobInitialized, Status: corev1.ConditionTrue}},
@@ -80,7 +80,7 @@ func TestEndingSyncTakesBackUnfinishedRestart(t *testing.T) {
 			{Type: "a", Replicas: 1, Restart: batch.RestartNever, Template: template("train")},
 			{Type: "b", Replicas: 1, Restart: batch.RestartOnFailure, Template: template("train")},
 		},
-		Outcome: allSucceed,
+		Judge: allSucceed,
 	}
 	code := int32(137)
 	restarting := batch.ReplicaStatus{Name: "job-b-0", UID: "b0", Phase: batch.ReplicaDeleted, RestartCount: 2,
@@ -114,7 +114,7 @@ func TestEndingSyncTakesBackUnfinishedRestart(t *testing.T) {
 // While the job goes on, a restart counted earlier is finished, not counted again, and not
 // taken back.
 func TestCountedRestartFinishedWhileRunning(t *testing.T) {
-	plan := &Plan{Groups: []Group{workers(1, batch.RestartOnFailure, nil)}, Outcome: allSucceed}
+	plan := &Plan{Groups: []Group{workers(1, batch.RestartOnFailure, nil)}, Judge: allSucceed}
 	counted := batch.ReplicaStatus{Name: "job-worker-0", UID: "w0", Phase: batch.ReplicaDeleted, RestartCount: 1,
 		LastTermination: &batch.ReplicaTermination{UID: "w0", Phase: batch.ReplicaFailed}}
 	d := Decide(testJob(statusWith(batch.JobRunning, counted)), plan, Children{}, now)
@@ -128,7 +128,7 @@ func TestCountedRestartFinishedWhileRunning(t *testing.T) {
 // closer. Here the pod's second restart (backoff 1s) was seen ending 0.9s past its
 // finishedAt and it is now 1.2s past: 0.7s are left, not 0.
 func TestRestartBackoffCountsFromRealEnd(t *testing.T) {
-	plan := &Plan{Groups: []Group{workers(1, batch.RestartOnFailure, nil)}, Outcome: allSucceed}
+	plan := &Plan{Groups: []Group{workers(1, batch.RestartOnFailure, nil)}, Judge: allSucceed}
 	finished := now.Truncate(time.Second)
 	p := pod("job-worker-0", "w0", corev1.PodFailed, 1)
 	p.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.NewTime(finished)
@@ -168,7 +168,7 @@ func TestForensicsSurvivePodDeletion(t *testing.T) {
 		return p
 	}
 	t.Run("clean-up All", func(t *testing.T) {
-		plan := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, CleanUp: batch.CleanUpAll, Outcome: allSucceed}
+		plan := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, CleanUp: batch.CleanUpAll, Judge: allSucceed}
 		status := statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0))
 		running := typed(pod("job-worker-1", "w1", corev1.PodRunning, 0), "worker", "node-8")
 		first := Decide(testJob(status), plan, Children{Pods: []*corev1.Pod{oom("job-worker-0", "w0"), running}}, now)
@@ -189,7 +189,7 @@ func TestForensicsSurvivePodDeletion(t *testing.T) {
 		}
 	})
 	t.Run("restart", func(t *testing.T) {
-		plan := &Plan{Groups: []Group{workers(1, batch.RestartOnFailure, nil)}, Outcome: allSucceed}
+		plan := &Plan{Groups: []Group{workers(1, batch.RestartOnFailure, nil)}, Judge: allSucceed}
 		status := statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0))
 		first := Decide(testJob(status), plan, Children{Pods: []*corev1.Pod{oom("job-worker-0", "w0")}}, now)
 		second := Decide(testJob(*first.Status), plan, Children{}, now.Add(time.Second))
@@ -202,7 +202,7 @@ func TestForensicsSurvivePodDeletion(t *testing.T) {
 		}
 	})
 	t.Run("pause", func(t *testing.T) {
-		plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Paused: true, Outcome: allSucceed}
+		plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Paused: true, Judge: allSucceed}
 		status := statusWith(batch.JobPaused, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0))
 		status.Tasks[0].Replicas[0].Node = "node-3"
 		status.Tasks[0].Replicas[0].Containers = []batch.ContainerStatus{{Name: "main", State: batch.ContainerRunning}}
@@ -216,7 +216,7 @@ func TestForensicsSurvivePodDeletion(t *testing.T) {
 // Status says what the pods run: the debug message only when the pods were created in debug
 // mode, whatever the spec says now.
 func TestRunningMessageFollowsThePods(t *testing.T) {
-	plan := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Debug: true, Outcome: allSucceed}
+	plan := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Debug: true, Judge: allSucceed}
 	status := statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0))
 	debugPod := func(p *corev1.Pod) *corev1.Pod {
 		p.Annotations = map[string]string{batch.AnnotationRunMode: batch.RunModeDebug}
@@ -249,7 +249,7 @@ func TestRunningMessageFollowsThePods(t *testing.T) {
 // removes it) is reported as it ended, not as Deleted, so that status keeps saying Failed
 // once it is gone.
 func TestEndedPodBeingDeletedKeepsItsEnding(t *testing.T) {
-	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, CleanUp: batch.CleanUpAll, Outcome: allSucceed}
+	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, CleanUp: batch.CleanUpAll, Judge: allSucceed}
 	status := statusWith(batch.JobFailed, replicaStatus("job-worker-0", "w0", batch.ReplicaFailed, 0))
 	status.Conditions = append(status.Conditions, batch.JobCondition{Type: batch.JobConditionFailed, Status: corev1.ConditionTrue})
 	deleting := typed(pod("job-worker-0", "w0", corev1.PodFailed, 3), "worker", "node-1")
@@ -266,7 +266,7 @@ func TestEndedPodBeingDeletedKeepsItsEnding(t *testing.T) {
 // A failed pod that is gone before its restart (deleted by hand or by a node's clean-up) is
 // restarted all the same: counted once, with a new pod, its ending kept.
 func TestFailedPodGoneBeforeItsRestart(t *testing.T) {
-	plan := &Plan{Groups: []Group{workers(1, batch.RestartOnFailure, ptr.To[int32](2))}, Outcome: allSucceed}
+	plan := &Plan{Groups: []Group{workers(1, batch.RestartOnFailure, ptr.To[int32](2))}, Judge: allSucceed}
 	code := int32(137)
 	failed := replicaStatus("job-worker-0", "w0", batch.ReplicaFailed, 0)
 	failed.Containers = []batch.ContainerStatus{{Name: "main", State: batch.ContainerTerminated, ExitCode: &code}}
@@ -280,7 +280,7 @@ func TestFailedPodGoneBeforeItsRestart(t *testing.T) {
 
 // Pause deletes every replica, ended ones too, and resume recreates every one.
 func TestPauseAndResumeRecreateEndedReplicas(t *testing.T) {
-	paused := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Paused: true, Outcome: func(Replicas) *Outcome { return nil }}
+	paused := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Paused: true, Judge: func(Replicas) *Outcome { return nil }}
 	status := statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaSucceeded, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0))
 	ended := pod("job-worker-0", "w0", corev1.PodSucceeded, 0)
 	first := Decide(testJob(status), paused, Children{Pods: []*corev1.Pod{ended, pod("job-worker-1", "w1", corev1.PodRunning, 0)}}, now)
@@ -305,7 +305,7 @@ func TestPauseAndResumeRecreateEndedReplicas(t *testing.T) {
 // with DeadlineExceeded once passed, asking for a sync when it will be; a pause stops the
 // clock, and a resume starts it again.
 func TestDeadline(t *testing.T) {
-	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Deadline: time.Minute, Outcome: allSucceed}
+	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Deadline: time.Minute, Judge: allSucceed}
 	p := pod("job-worker-0", "w0", corev1.PodRunning, 0)
 	p.CreationTimestamp = metav1.NewTime(now.Add(-20 * time.Second))
 	first := Decide(testJob(statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0))), plan, Children{Pods: []*corev1.Pod{p}}, now)

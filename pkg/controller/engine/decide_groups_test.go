@@ -13,7 +13,7 @@ import (
 // A launcher-shaped plan: one launcher that waits for its workers, a job-wide Service, a
 // Secret and a ConfigMap.
 func launcherPlan(workersN int32) *Plan {
-	secret := func() (metav1.Object, error) { return &corev1.Secret{}, nil }
+	secret := func(metav1.Object) (metav1.Object, error) { return &corev1.Secret{}, nil }
 	return &Plan{
 		Groups: []Group{
 			{Type: "launcher", Replicas: 1, Restart: batch.RestartNever, Template: template("mpirun"), After: []string{"worker"},
@@ -22,10 +22,10 @@ func launcherPlan(workersN int32) *Plan {
 		},
 		Objects: []Object{
 			{Kind: SecretKind, Name: "job-ssh", Build: secret},
-			{Kind: ConfigMapKind, Name: "job-hostfile", Build: func() (metav1.Object, error) { return &corev1.ConfigMap{}, nil }},
-			{Kind: ServiceKind, Name: "job", Build: func() (metav1.Object, error) { return &corev1.Service{}, nil }},
+			{Kind: ConfigMapKind, Name: "job-hostfile", Build: func(metav1.Object) (metav1.Object, error) { return &corev1.ConfigMap{}, nil }},
+			{Kind: ServiceKind, Name: "job", Build: func(metav1.Object) (metav1.Object, error) { return &corev1.Service{}, nil }},
 		},
-		Outcome: func(Replicas) *Outcome { return nil },
+		Judge: func(Replicas) *Outcome { return nil },
 	}
 }
 
@@ -53,12 +53,12 @@ func TestLauncherWaitsForReadyWorkers(t *testing.T) {
 	}
 
 	pods := []*corev1.Pod{ready(pod("job-worker-0", "w0", corev1.PodRunning, 0)), pod("job-worker-1", "w1", corev1.PodRunning, 0)}
-	children := Children{Pods: pods, Secrets: []*corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Name: "job-ssh"}}},
-		ConfigMaps: []*corev1.ConfigMap{{ObjectMeta: metav1.ObjectMeta{Name: "job-hostfile"}}},
-		Services:   []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "job"}}}}
+	children := Children{Pods: pods, Objects: []metav1.Object{&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "job-ssh"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "job-hostfile"}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "job"}}}}
 	second := Decide(testJob(*first.Status), plan, children, now)
-	if len(second.CreatePods) != 0 || len(second.CreateObjects) != 0 || len(second.DeleteServices) != 0 {
-		t.Errorf("one worker not ready: created %v, objects %v, deleted services %v", names(second.CreatePods), second.CreateObjects, names(second.DeleteServices))
+	if len(second.CreatePods) != 0 || len(second.CreateObjects) != 0 || len(second.DeleteObjects) != 0 {
+		t.Errorf("one worker not ready: created %v, objects %v, deleted services %v", names(second.CreatePods), second.CreateObjects, names(second.DeleteObjects))
 	}
 	c := condition(second.Status, batch.JobInitialized)
 	if c.Status != corev1.ConditionFalse || c.Reason != "Waiting" || !strings.Contains(c.Message, "launcher is created once every worker is ready: 1 of 2 ready") {
@@ -86,7 +86,7 @@ func TestDebugModeDoesNotWait(t *testing.T) {
 func TestLostWorkerAndKeptObjects(t *testing.T) {
 	plan := launcherPlan(1)
 	var seen Replicas
-	plan.Outcome = func(rs Replicas) *Outcome { seen = rs; return nil }
+	plan.Judge = func(rs Replicas) *Outcome { seen = rs; return nil }
 	status := launcherStatus(replicaStatus("job-launcher", "l0", batch.ReplicaRunning, 0), replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0))
 	Decide(testJob(status), plan, Children{Pods: []*corev1.Pod{pod("job-launcher", "l0", corev1.PodRunning, 0)}}, now)
 	if w := seen["worker"][0]; !w.Lost {
@@ -95,9 +95,9 @@ func TestLostWorkerAndKeptObjects(t *testing.T) {
 
 	plan.Paused = true
 	services := []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "job"}}}
-	d := Decide(testJob(status), plan, Children{Services: services}, now)
-	if len(d.DeleteServices) != 0 {
-		t.Errorf("pause deleted %v: the job's Service is kept", names(d.DeleteServices))
+	d := Decide(testJob(status), plan, Children{Objects: asObjects(services)}, now)
+	if len(d.DeleteObjects) != 0 {
+		t.Errorf("pause deleted %v: the job's Service is kept", names(d.DeleteObjects))
 	}
 	if w := replicaOf(d.Status, "job-worker-0"); w.Phase != batch.ReplicaDeleted {
 		t.Errorf("paused worker %+v", w)
@@ -108,11 +108,54 @@ func TestLostWorkerAndKeptObjects(t *testing.T) {
 func TestResumedReplicasAreNotLost(t *testing.T) {
 	plan := launcherPlan(1)
 	var seen Replicas
-	plan.Outcome = func(rs Replicas) *Outcome { seen = rs; return nil }
+	plan.Judge = func(rs Replicas) *Outcome { seen = rs; return nil }
 	status := launcherStatus(replicaStatus("job-launcher", "l0", batch.ReplicaDeleted, 0), replicaStatus("job-worker-0", "w0", batch.ReplicaDeleted, 0))
 	status.Conditions = []batch.JobCondition{{Type: batch.JobConditionPaused, Status: corev1.ConditionFalse, Reason: "Resumed"}}
 	Decide(testJob(status), plan, Children{}, now)
 	if seen["launcher"][0].Lost || seen["worker"][0].Lost {
 		t.Errorf("views after resume %+v: nothing was lost", seen)
+	}
+}
+
+// A job-level child follows what the plan builds for it now: one built the same is left
+// alone, one built differently is updated as seen (its resourceVersion), one the plan no
+// longer lists is deleted, and a deleted one is made again.
+func TestObjectsFollowThePlan(t *testing.T) {
+	hostfile := func(lines string) Object {
+		return Object{Kind: ConfigMapKind, Name: "job-hostfile", Build: func(metav1.Object) (metav1.Object, error) {
+			return &corev1.ConfigMap{Data: map[string]string{"hostfile": lines}}, nil
+		}}
+	}
+	job := testJob(batch.JobStatus{})
+	made, err := buildObject(job, hostfile("w0\nw1\nw2\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	made.SetResourceVersion("41")
+	made.SetUID("cm-uid")
+	stray := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "job-old", UID: "s-uid"}}
+
+	plan := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Objects: []Object{hostfile("w0\nw1\nw2\n")}}
+	same := Decide(testJob(batch.JobStatus{}), plan, Children{Objects: []metav1.Object{made}}, now)
+	if len(same.CreateObjects)+len(same.UpdateObjects)+len(same.DeleteObjects) != 0 {
+		t.Errorf("nothing changed, yet created %v, updated %v, deleted %v", names(same.CreateObjects), names(same.UpdateObjects), names(same.DeleteObjects))
+	}
+
+	plan.Objects = []Object{hostfile("w0\nw1\n")}
+	d := Decide(testJob(batch.JobStatus{}), plan, Children{Objects: []metav1.Object{made, stray}}, now)
+	if len(d.UpdateObjects) != 1 {
+		t.Fatalf("updated %v, want the hostfile", names(d.UpdateObjects))
+	}
+	u := d.UpdateObjects[0].(*corev1.ConfigMap)
+	if u.Data["hostfile"] != "w0\nw1\n" || u.ResourceVersion != "41" || u.UID != "cm-uid" || u.Annotations[AnnotationChildHash] == made.GetAnnotations()[AnnotationChildHash] {
+		t.Errorf("update %+v: want the new content, as seen, with a new hash", u)
+	}
+	if got := names(d.DeleteObjects); len(got) != 1 || got[0] != "job-old" {
+		t.Errorf("deleted %v, want the object the plan no longer lists", got)
+	}
+
+	gone := Decide(testJob(batch.JobStatus{}), plan, Children{}, now)
+	if got := names(gone.CreateObjects); len(got) != 1 || got[0] != "job-hostfile" {
+		t.Errorf("created %v, want the deleted hostfile again", got)
 	}
 }

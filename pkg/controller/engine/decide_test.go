@@ -127,7 +127,7 @@ func TestDecide(t *testing.T) {
 	}{
 		{
 			name: "new job creates every replica",
-			plan: Plan{Groups: []Group{workers(3, batch.RestartNever, nil)}, Outcome: allSucceed},
+			plan: Plan{Groups: []Group{workers(3, batch.RestartNever, nil)}, Judge: allSucceed},
 			check: func(t *testing.T, d *Decision) {
 				if got := names(d.CreatePods); !reflect.DeepEqual(got, []string{"job-worker-0", "job-worker-1", "job-worker-2"}) {
 					t.Errorf("created %v", got)
@@ -145,7 +145,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "all replicas running",
-			plan: Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Outcome: allSucceed},
+			plan: Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Judge: allSucceed},
 			pods: []*corev1.Pod{running(0), running(1)},
 			check: func(t *testing.T, d *Decision) {
 				if len(d.CreatePods)+len(d.DeletePods) != 0 {
@@ -164,7 +164,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:   "failed replica with restarts left is restarted and counted",
-			plan:   Plan{Groups: []Group{workers(2, batch.RestartOnFailure, ptr.To[int32](2))}, Outcome: allSucceed},
+			plan:   Plan{Groups: []Group{workers(2, batch.RestartOnFailure, ptr.To[int32](2))}, Judge: allSucceed},
 			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "uid-1", batch.ReplicaRunning, 1)),
 			pods:   []*corev1.Pod{running(0), pod("job-worker-1", "uid-1", corev1.PodFailed, 1)},
 			check: func(t *testing.T, d *Decision) {
@@ -185,7 +185,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:   "restart already counted is not counted again",
-			plan:   Plan{Groups: []Group{workers(1, batch.RestartOnFailure, ptr.To[int32](3))}, Outcome: allSucceed},
+			plan:   Plan{Groups: []Group{workers(1, batch.RestartOnFailure, ptr.To[int32](3))}, Judge: allSucceed},
 			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaDeleted, 1)),
 			pods:   []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodFailed, 1)},
 			check: func(t *testing.T, d *Decision) {
@@ -199,7 +199,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:   "pod of a counted restart gone: recreated without counting",
-			plan:   Plan{Groups: []Group{workers(1, batch.RestartOnFailure, ptr.To[int32](3))}, Outcome: allSucceed},
+			plan:   Plan{Groups: []Group{workers(1, batch.RestartOnFailure, ptr.To[int32](3))}, Judge: allSucceed},
 			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaDeleted, 1)),
 			check: func(t *testing.T, d *Decision) {
 				if got := names(d.CreatePods); !reflect.DeepEqual(got, []string{"job-worker-0"}) {
@@ -212,7 +212,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:   "failed replica at its limit fails the job; clean-up deletes unfinished pods",
-			plan:   Plan{Groups: []Group{workers(2, batch.RestartOnFailure, ptr.To[int32](1))}, CleanUp: batch.CleanUpUnfinished, Outcome: allSucceed},
+			plan:   Plan{Groups: []Group{workers(2, batch.RestartOnFailure, ptr.To[int32](1))}, CleanUp: batch.CleanUpUnfinished, Judge: allSucceed},
 			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "uid-1", batch.ReplicaRunning, 1)),
 			pods:   []*corev1.Pod{running(0), pod("job-worker-1", "uid-1", corev1.PodFailed, 1)},
 			check: func(t *testing.T, d *Decision) {
@@ -235,7 +235,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:   "a job that ends creates no missing replica",
-			plan:   Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, CleanUp: batch.CleanUpNone, Outcome: allSucceed},
+			plan:   Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, CleanUp: batch.CleanUpNone, Judge: allSucceed},
 			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "uid-1", batch.ReplicaRunning, 0)),
 			pods:   []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodFailed, 1)},
 			check: func(t *testing.T, d *Decision) {
@@ -246,7 +246,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:   "ExitCode restarts a retryable exit code",
-			plan:   Plan{Groups: []Group{workers(1, batch.RestartExitCode, nil)}, Outcome: allSucceed},
+			plan:   Plan{Groups: []Group{workers(1, batch.RestartExitCode, nil)}, Judge: allSucceed},
 			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 0)),
 			pods:   []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodFailed, 137)},
 			check: func(t *testing.T, d *Decision) {
@@ -257,7 +257,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:   "ExitCode does not restart a code error",
-			plan:   Plan{Groups: []Group{workers(1, batch.RestartExitCode, nil)}, Outcome: allSucceed},
+			plan:   Plan{Groups: []Group{workers(1, batch.RestartExitCode, nil)}, Judge: allSucceed},
 			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 0)),
 			pods:   []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodFailed, 1)},
 			check: func(t *testing.T, d *Decision) {
@@ -268,7 +268,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:   "Always restarts a succeeded replica",
-			plan:   Plan{Groups: []Group{workers(1, batch.RestartAlways, ptr.To[int32](5))}, Outcome: allSucceed},
+			plan:   Plan{Groups: []Group{workers(1, batch.RestartAlways, ptr.To[int32](5))}, Judge: allSucceed},
 			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 0)),
 			pods:   []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodSucceeded, 0)},
 			check: func(t *testing.T, d *Decision) {
@@ -279,7 +279,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:   "Never leaves a failed replica failed",
-			plan:   Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Outcome: allSucceed},
+			plan:   Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: allSucceed},
 			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 0)),
 			pods:   []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodFailed, 2)},
 			check: func(t *testing.T, d *Decision) {
@@ -290,7 +290,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:   "backoff limit counts restarts of all replicas",
-			plan:   Plan{Groups: []Group{workers(2, batch.RestartOnFailure, nil)}, BackoffLimit: ptr.To[int32](3), Outcome: allSucceed},
+			plan:   Plan{Groups: []Group{workers(2, batch.RestartOnFailure, nil)}, BackoffLimit: ptr.To[int32](3), Judge: allSucceed},
 			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 2), replicaStatus("job-worker-1", "uid-1", batch.ReplicaRunning, 1)),
 			pods:   []*corev1.Pod{running(0), pod("job-worker-1", "uid-1", corev1.PodFailed, 1)},
 			check: func(t *testing.T, d *Decision) {
@@ -301,7 +301,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:   "second restart waits for its backoff",
-			plan:   Plan{Groups: []Group{workers(1, batch.RestartOnFailure, nil)}, Outcome: allSucceed},
+			plan:   Plan{Groups: []Group{workers(1, batch.RestartOnFailure, nil)}, Judge: allSucceed},
 			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 3)),
 			pods: func() []*corev1.Pod {
 				p := pod("job-worker-0", "uid-0", corev1.PodFailed, 1)
@@ -317,7 +317,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:   "success: clean-up All deletes every pod and service",
-			plan:   Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, CleanUp: batch.CleanUpAll, ServicePorts: []corev1.ServicePort{{Name: "http", Port: 80}}, Outcome: allSucceed},
+			plan:   Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, CleanUp: batch.CleanUpAll, ServicePorts: []corev1.ServicePort{{Name: "http", Port: 80}}, Judge: allSucceed},
 			status: statusWith(batch.JobRunning),
 			pods:   []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodSucceeded, 0), pod("job-worker-1", "uid-1", corev1.PodSucceeded, 0)},
 			services: []*corev1.Service{
@@ -328,8 +328,8 @@ func TestDecide(t *testing.T) {
 				if d.Outcome == nil || !d.Outcome.Succeeded || d.Status.Phase != batch.JobSucceeded {
 					t.Fatalf("outcome %+v, phase %s", d.Outcome, d.Status.Phase)
 				}
-				if len(d.DeletePods) != 2 || len(d.DeleteServices) != 2 || len(d.CreateServices) != 0 {
-					t.Errorf("deleted pods %v services %v", names(d.DeletePods), names(d.DeleteServices))
+				if len(d.DeletePods) != 2 || len(d.DeleteObjects) != 2 || len(d.CreateObjects) != 0 {
+					t.Errorf("deleted pods %v services %v", names(d.DeletePods), names(d.DeleteObjects))
 				}
 				if c := condition(d.Status, batch.JobCompleted); c.Status != corev1.ConditionTrue || c.Reason != "Succeeded" {
 					t.Errorf("Completed = %+v", c)
@@ -338,7 +338,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:   "success: clean-up None keeps everything",
-			plan:   Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, CleanUp: batch.CleanUpNone, Outcome: allSucceed},
+			plan:   Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, CleanUp: batch.CleanUpNone, Judge: allSucceed},
 			status: statusWith(batch.JobRunning),
 			pods:   []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodSucceeded, 0)},
 			check: func(t *testing.T, d *Decision) {
@@ -350,7 +350,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "clean-up limited to some types",
 			plan: Plan{Groups: []Group{workers(1, batch.RestartNever, nil), {Type: "launcher", Replicas: 1, Template: template("run")}}, CleanUp: batch.CleanUpAll, CleanUpTypes: []string{"worker"},
-				Outcome: func(Replicas) *Outcome { return &Outcome{Succeeded: true, Message: "done"} }},
+				Judge: func(Replicas) *Outcome { return &Outcome{Succeeded: true, Message: "done"} }},
 			status: statusWith(batch.JobRunning),
 			pods: func() []*corev1.Pod {
 				l := pod("job-launcher-0", "uid-l", corev1.PodSucceeded, 0)
@@ -365,7 +365,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "ended job creates nothing and keeps its outcome",
-			plan: Plan{Groups: []Group{workers(2, batch.RestartOnFailure, nil)}, CleanUp: batch.CleanUpUnfinished, Outcome: allSucceed},
+			plan: Plan{Groups: []Group{workers(2, batch.RestartOnFailure, nil)}, CleanUp: batch.CleanUpUnfinished, Judge: allSucceed},
 			status: func() batch.JobStatus {
 				s := statusWith(batch.JobSucceeded, replicaStatus("job-worker-0", "uid-0", batch.ReplicaSucceeded, 0), replicaStatus("job-worker-1", "uid-1", batch.ReplicaRunning, 0))
 				s.Conditions = append(s.Conditions, batch.JobCondition{Type: batch.JobCompleted, Status: corev1.ConditionTrue, Reason: "Succeeded", Message: "rule"})
@@ -386,13 +386,13 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:     "pause deletes pods and services",
-			plan:     Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Paused: true, ServicePorts: []corev1.ServicePort{{Name: "http", Port: 80}}, Outcome: allSucceed},
+			plan:     Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Paused: true, ServicePorts: []corev1.ServicePort{{Name: "http", Port: 80}}, Judge: allSucceed},
 			status:   statusWith(batch.JobRunning),
 			pods:     []*corev1.Pod{running(0), running(1)},
 			services: []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "job-worker-0", UID: "s0"}}},
 			check: func(t *testing.T, d *Decision) {
-				if len(d.DeletePods) != 2 || len(d.DeleteServices) != 1 || len(d.CreatePods) != 0 {
-					t.Errorf("deleted pods %v services %v, created %v", names(d.DeletePods), names(d.DeleteServices), names(d.CreatePods))
+				if len(d.DeletePods) != 2 || len(d.DeleteObjects) != 1 || len(d.CreatePods) != 0 {
+					t.Errorf("deleted pods %v services %v, created %v", names(d.DeletePods), names(d.DeleteObjects), names(d.CreatePods))
 				}
 				if d.Status.Phase != batch.JobPaused || condition(d.Status, batch.JobConditionPaused).Status != corev1.ConditionTrue {
 					t.Errorf("phase %s, Paused %+v", d.Status.Phase, condition(d.Status, batch.JobConditionPaused))
@@ -405,7 +405,7 @@ func TestDecide(t *testing.T) {
 				g := workers(1, batch.RestartNever, nil)
 				g.Resume = &batch.ResumeSpec{Type: "worker", SkipInitContainer: true, Command: []string{"resume"}}
 				return g
-			}()}, Outcome: allSucceed},
+			}()}, Judge: allSucceed},
 			status: func() batch.JobStatus {
 				s := statusWith(batch.JobPaused, replicaStatus("job-worker-0", "uid-0", batch.ReplicaDeleted, 0))
 				s.Conditions = append(s.Conditions, batch.JobCondition{Type: batch.JobConditionPaused, Status: corev1.ConditionTrue})
@@ -433,7 +433,7 @@ func TestDecide(t *testing.T) {
 				g := workers(2, batch.RestartNever, nil)
 				g.Debug = &batch.ReplicaDebugSet{Type: "worker", Command: []string{"sleep", "inf"}}
 				return g
-			}()}, Debug: true, Outcome: allSucceed},
+			}()}, Debug: true, Judge: allSucceed},
 			status: statusWith(batch.JobRunning),
 			pods:   []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodSucceeded, 0)},
 			check: func(t *testing.T, d *Decision) {
@@ -451,7 +451,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:   "scale down deletes the surplus pod",
-			plan:   Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Outcome: allSucceed},
+			plan:   Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: allSucceed},
 			status: statusWith(batch.JobRunning),
 			pods:   []*corev1.Pod{running(0), running(1)},
 			check: func(t *testing.T, d *Decision) {
@@ -462,7 +462,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:   "a pod deleted by hand is recreated, not counted as a restart",
-			plan:   Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Outcome: allSucceed},
+			plan:   Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Judge: allSucceed},
 			status: statusWith(batch.JobRunning, replicaStatus("job-worker-0", "uid-0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "uid-1", batch.ReplicaRunning, 0)),
 			pods:   []*corev1.Pod{running(0)},
 			check: func(t *testing.T, d *Decision) {
@@ -476,19 +476,19 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "services per replica, and a stray one deleted",
-			plan: Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, ServicePorts: []corev1.ServicePort{{Name: "http", Port: 2222}}, Outcome: allSucceed},
+			plan: Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, ServicePorts: []corev1.ServicePort{{Name: "http", Port: 2222}}, Judge: allSucceed},
 			services: []*corev1.Service{
 				{ObjectMeta: metav1.ObjectMeta{Name: "job-worker-0", UID: "s0"}},
 				{ObjectMeta: metav1.ObjectMeta{Name: "job-worker-7", UID: "s7"}},
 			},
 			check: func(t *testing.T, d *Decision) {
-				if got := names(d.CreateServices); !reflect.DeepEqual(got, []string{"job-worker-1"}) {
+				if got := names(d.CreateObjects); !reflect.DeepEqual(got, []string{"job-worker-1"}) {
 					t.Errorf("created services %v", got)
 				}
-				if got := names(d.DeleteServices); !reflect.DeepEqual(got, []string{"job-worker-7"}) {
+				if got := names(d.DeleteObjects); !reflect.DeepEqual(got, []string{"job-worker-7"}) {
 					t.Errorf("deleted services %v", got)
 				}
-				s := d.CreateServices[0]
+				s := d.CreateObjects[0].(*corev1.Service)
 				if s.Spec.ClusterIP != corev1.ClusterIPNone || s.Spec.Selector[batch.LabelReplicaIndex] != "1" || s.Spec.Ports[0].Port != 2222 {
 					t.Errorf("service %+v", s.Spec)
 				}
@@ -499,7 +499,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "pods carry labels, owner, restartPolicy Never and the scheduler",
-			plan: Plan{Groups: []Group{workers(1, batch.RestartOnFailure, nil)}, Scheduler: &batch.T9kScheduler{Queue: "default", Priority: 50}, Outcome: allSucceed},
+			plan: Plan{Groups: []Group{workers(1, batch.RestartOnFailure, nil)}, Scheduler: &batch.T9kScheduler{Queue: "default", Priority: 50}, Judge: allSucceed},
 			check: func(t *testing.T, d *Decision) {
 				p := d.CreatePods[0]
 				if p.Spec.RestartPolicy != corev1.RestartPolicyNever || p.Spec.SchedulerName != "t9k-scheduler" {
@@ -517,7 +517,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.check(t, Decide(testJob(tc.status), &tc.plan, Children{Pods: tc.pods, Services: tc.services}, now))
+			tc.check(t, Decide(testJob(tc.status), &tc.plan, Children{Pods: tc.pods, Objects: asObjects(tc.services)}, now))
 		})
 	}
 }
@@ -525,7 +525,7 @@ func TestDecide(t *testing.T) {
 // TestConditionTimesHold: deciding again on an unchanged job gives the same status, so the
 // controller writes nothing, and lastTransitionTime moves only when a status flips.
 func TestConditionTimesHold(t *testing.T) {
-	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Outcome: allSucceed}
+	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: allSucceed}
 	pods := []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodRunning, 0)}
 	first := Decide(testJob(batch.JobStatus{}), plan, Children{Pods: pods}, now)
 	second := Decide(testJob(*first.Status), plan, Children{Pods: pods}, now.Add(time.Minute))
@@ -547,12 +547,5 @@ func TestRestartBackoff(t *testing.T) {
 		if got := restartBackoff(restarts); got != want {
 			t.Errorf("restartBackoff(%d) = %s, want %s", restarts, got, want)
 		}
-	}
-}
-
-func TestFormatReplicaRule(t *testing.T) {
-	got := FormatReplicaRule(map[string][]int32{"worker": {0, 1}, "master": {2}})
-	if want := `{"master": [2], "worker": [0, 1]}`; got != want {
-		t.Errorf("got %s, want %s", got, want)
 	}
 }

@@ -1,7 +1,8 @@
 // Package engine is the job engine every kind shares. A kind's adapter describes a job as a
-// Plan (replica groups, their pod templates and restart policies, the services and the rule
-// that ends the job); the engine compares the plan with the pods and services that exist and
-// decides what to create, delete, restart and report. It knows nothing of MPI or TensorFlow.
+// Plan (replica groups, their pod templates and restart policies, the job's other children
+// and the rule that ends the job); the engine compares the plan with the children that exist
+// and decides what to create, update, delete, restart and report. Every kind of child is one
+// entry in one table (kinds.go). It knows nothing of MPI or TensorFlow.
 package engine
 
 import (
@@ -26,7 +27,8 @@ type Job interface {
 	JobStatus() *batch.JobStatus
 }
 
-// Adapter is what the engine needs to know of one kind.
+// Adapter is what the engine needs to know of one kind. NewAdapter makes one from the
+// kind's typed pieces and a plan function.
 type Adapter interface {
 	// GroupVersionKind of the kind's jobs.
 	GroupVersionKind() schema.GroupVersionKind
@@ -34,18 +36,11 @@ type Adapter interface {
 	Informer() cache.SharedIndexInformer
 	// Get reads a job from the informer cache.
 	Get(namespace, name string) (Job, error)
-	// Plan describes a job. An error means the job cannot run as written: it fails with the
-	// error's message and nothing is created.
+	// Plan describes a job, from a defaulted copy of it. An error means the job cannot run as
+	// written: it fails with the error's message and nothing is created.
 	Plan(job Job) (*Plan, error)
 	// UpdateStatus writes the job's status subresource and returns the job as written.
 	UpdateStatus(ctx context.Context, job Job) (Job, error)
-}
-
-// StatusReporter is an Adapter whose kind reports more than the shared status (TensorFlow's
-// TensorBoard). Report sets those fields on the job from its children, before the status is
-// written, and says whether they changed.
-type StatusReporter interface {
-	Report(job Job, children Children) bool
 }
 
 // Plan is a job as the engine runs it.
@@ -69,22 +64,33 @@ type Plan struct {
 	// Deadline fails the job once it has run this long, from status.startTime: the first
 	// creation of its replicas, again at each resume (0: no deadline). Debug mode has none.
 	Deadline time.Duration
-	// Outcome tells from the replicas whether the job has ended; nil means not yet.
-	Outcome func(Replicas) *Outcome
-	// Objects are the job's children besides its replicas' pods and services: an SSH key
-	// Secret, a hostfile ConfigMap, a Service for all replicas. Each is created while the job
-	// has not ended, and again if it is deleted; it is never updated, and it lives until the
-	// job is deleted (pause and clean-up keep it).
+	// Judge tells from the replicas whether the job has ended; nil means not yet.
+	Judge func(Replicas) *Outcome
+	// Objects are the job's children besides its replicas: an SSH key Secret, a hostfile
+	// ConfigMap, a Service for all replicas, a TensorBoard Deployment. Each is created while
+	// the job has not ended, again if it is deleted, and updated when what the plan builds
+	// for it changes (a resize while paused rewrites the hostfile); it lives until the job is
+	// deleted (pause and clean-up keep it). One the plan no longer lists is deleted.
 	Objects []Object
+	// KindStatus, when set, reports the kind's own status fields from the children
+	// (TensorFlow's TensorBoard); they are written with the shared status.
+	KindStatus func(Children) KindStatus
 }
 
-// ObjectKind is the kind of a job's other children.
+// KindStatus is a kind's own part of its status, as a decision found it.
+type KindStatus interface {
+	// SetOn sets the fields on job and says whether they changed.
+	SetOn(job Job) (changed bool)
+}
+
+// ObjectKind is the kind of a job's child, as its API names it.
 type ObjectKind string
 
 const (
+	PodKind        ObjectKind = "Pod"
+	ServiceKind    ObjectKind = "Service"
 	SecretKind     ObjectKind = "Secret"
 	ConfigMapKind  ObjectKind = "ConfigMap"
-	ServiceKind    ObjectKind = "Service"
 	DeploymentKind ObjectKind = "Deployment"
 )
 
@@ -92,11 +98,12 @@ const (
 type Object struct {
 	Kind ObjectKind
 	Name string
-	// Build makes the object, a *corev1.Secret, *corev1.ConfigMap, *corev1.Service or
-	// *appsv1.Deployment. It is
-	// called only when the object must be created (a key pair is made once); the engine sets
-	// its namespace, labels and owner.
-	Build func() (metav1.Object, error)
+	// Build makes the object as the plan wants it now, given the one that exists (nil when
+	// there is none), so that what must not change (a key pair) is kept from it. The engine
+	// sets its name, namespace, labels and owner, and compares a hash of the result with the
+	// one it recorded on the existing object: a difference updates it. Build is called on
+	// every sync: it must be cheap, and the same for the same inputs.
+	Build func(current metav1.Object) (metav1.Object, error)
 }
 
 // Group is one replica type.
@@ -123,8 +130,9 @@ type Group struct {
 	Resume *batch.ResumeSpec
 }
 
-// Replica is what an Outcome sees of one replica.
+// Replica is what a plan's Judge sees of one replica.
 type Replica struct {
+	// Phase is the replica's phase; "" while Held.
 	Phase    batch.ReplicaPhase
 	ExitCode int32
 	// Final: the replica has ended for good (succeeded, or failed with no restart left).
@@ -134,6 +142,8 @@ type Replica struct {
 	// Lost: its pod is gone, or being deleted, though it had not ended (deleted by hand, or
 	// with its node); the engine creates it again unless the outcome says otherwise.
 	Lost bool
+	// Held: it has no pod because its group waits for others to be Ready (Group.After).
+	Held bool
 }
 
 // Replicas are a job's replicas, by type and rank.
@@ -162,7 +172,8 @@ func (p *Plan) SetRunMode(mode *batch.RunMode, scheduler *batch.SchedulePolicy) 
 	}
 }
 
-// ExitText is " with exit code N" for a non-zero code, for outcome messages.
+// ExitText is " with exit code N" for a non-zero code: the one phrase every message uses for
+// how a replica ended.
 func ExitText(code int32) string {
 	if code == 0 {
 		return ""

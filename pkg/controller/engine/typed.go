@@ -3,38 +3,60 @@ package engine
 import (
 	"context"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
 
-// Typed is the part of an Adapter that only differs by type between kinds: the kind, its
-// informer, reads from its cache and status writes. An adapter embeds it and adds Plan.
-type Typed[T Job] struct {
+// Defaulter is a job of a kind whose unset fields have defaults.
+type Defaulter interface {
+	Job
+	Default()
+}
+
+// NewAdapter makes a kind's Adapter from what differs between kinds only by type: its name,
+// informer, lister (as the generated lister's per-namespace getter) and status client (as the
+// generated clientset's per-namespace getter), and its plan function. The plan function gets
+// a defaulted copy of the job: users see what they wrote, the plan what it means.
+func NewAdapter[T Defaulter, L interface {
+	Get(name string) (T, error)
+}, C interface {
+	UpdateStatus(ctx context.Context, job T, opts metav1.UpdateOptions) (T, error)
+}](kind string, informer cache.SharedIndexInformer, lister func(namespace string) L, client func(namespace string) C,
+	plan func(job T) (*Plan, error)) Adapter {
+	return &kindAdapter[T]{
+		kind: kind, informer: informer, plan: plan,
+		get: func(ns, name string) (T, error) { return lister(ns).Get(name) },
+		update: func(ctx context.Context, job T) (T, error) {
+			return client(job.GetNamespace()).UpdateStatus(ctx, job, metav1.UpdateOptions{})
+		},
+	}
+}
+
+// PlanDefaulted is what the engine gives a plan function: a defaulted copy of job.
+func PlanDefaulted[T Defaulter](plan func(job T) (*Plan, error), job T) (*Plan, error) {
+	copied := job.DeepCopyObject().(T)
+	copied.Default()
+	return plan(copied)
+}
+
+type kindAdapter[T Defaulter] struct {
 	kind     string
 	informer cache.SharedIndexInformer
 	get      func(namespace, name string) (T, error)
 	update   func(ctx context.Context, job T) (T, error)
+	plan     func(job T) (*Plan, error)
 }
 
-// NewTyped describes a kind: get reads a job from the informer's cache, update writes its
-// status subresource.
-func NewTyped[T Job](kind string, informer cache.SharedIndexInformer, get func(namespace, name string) (T, error),
-	update func(ctx context.Context, job T) (T, error)) Typed[T] {
-	return Typed[T]{kind: kind, informer: informer, get: get, update: update}
-}
-
-// GroupVersionKind of the kind's jobs.
-func (t Typed[T]) GroupVersionKind() schema.GroupVersionKind {
+func (t *kindAdapter[T]) GroupVersionKind() schema.GroupVersionKind {
 	return batch.SchemeGroupVersion.WithKind(t.kind)
 }
 
-// Informer watches the kind's jobs.
-func (t Typed[T]) Informer() cache.SharedIndexInformer { return t.informer }
+func (t *kindAdapter[T]) Informer() cache.SharedIndexInformer { return t.informer }
 
-// Get reads a job from the informer cache.
-func (t Typed[T]) Get(namespace, name string) (Job, error) {
+func (t *kindAdapter[T]) Get(namespace, name string) (Job, error) {
 	job, err := t.get(namespace, name)
 	if err != nil {
 		return nil, err
@@ -42,8 +64,9 @@ func (t Typed[T]) Get(namespace, name string) (Job, error) {
 	return job, nil
 }
 
-// UpdateStatus writes a job's status subresource and returns the job as written.
-func (t Typed[T]) UpdateStatus(ctx context.Context, job Job) (Job, error) {
+func (t *kindAdapter[T]) Plan(job Job) (*Plan, error) { return PlanDefaulted(t.plan, job.(T)) }
+
+func (t *kindAdapter[T]) UpdateStatus(ctx context.Context, job Job) (Job, error) {
 	written, err := t.update(ctx, job.(T))
 	if err != nil {
 		return nil, err

@@ -7,13 +7,11 @@ import (
 	"strings"
 	"sync"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
 )
 
@@ -45,101 +43,133 @@ func inBatches(n int, write func(i int) error) (int, error) {
 	return done, nil
 }
 
-// createAll creates the decision's services and pods, side by side, expecting them first so
-// that a sync on a cache that does not show them yet does not create them again. It returns
-// how many were created, and reports them in one event (events are writes too).
-func (c *Controller) createAll(ctx context.Context, key string, job Job, d *Decision) (int, error) {
-	// The other objects first: pods mount the Secrets and ConfigMaps.
-	objects, err := c.createObjects(ctx, key, job, d.CreateObjects)
-	if err != nil {
-		return len(objects), err
+// writeLog lists, per kind of child, the names a write reached.
+type writeLog map[*ChildKind][]string
+
+func (w writeLog) add(k *ChildKind, names []string) {
+	if len(names) > 0 {
+		w[k] = append(w[k], names...)
 	}
-	var services, pods []string
-	var servicesErr, podsErr error
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		services, servicesErr = create(ctx, c, job, servicesKey(key), "services", d.CreateServices, func(s *corev1.Service) error {
-			_, err := c.kube.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
-			return err
-		})
-	})
-	pods, podsErr = create(ctx, c, job, podsKey(key), "pods", d.CreatePods, func(p *corev1.Pod) error {
-		_, err := c.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
-		return err
-	})
-	wg.Wait()
+}
+
+func (w writeLog) count() int {
+	n := 0
+	for _, names := range w {
+		n += len(names)
+	}
+	return n
+}
+
+// String lists the names by kind, in the table's order: "secrets a; pods b, c".
+func (w writeLog) String() string {
 	var parts []string
-	if len(objects) > 0 {
-		parts = append(parts, summarize(objects))
+	for i := range childKinds {
+		if names := w[&childKinds[i]]; len(names) > 0 {
+			parts = append(parts, childKinds[i].Resource+" "+summarize(names))
+		}
 	}
-	if len(pods) > 0 {
-		parts = append(parts, "pods "+summarize(pods))
+	return strings.Join(parts, "; ")
+}
+
+// createAll creates the decision's children and updates those whose content changed,
+// expecting each write first so that a sync on a cache that does not show it yet does not
+// send it again. What pods may mount (Secrets, ConfigMaps) goes first; then the pods beside
+// the rest. It returns how many writes were sent that the cache will show, and reports them
+// in one event per verb (events are writes too).
+func (c *Controller) createAll(ctx context.Context, key string, job Job, d *Decision) (int, error) {
+	created, updated := writeLog{}, writeLog{}
+	var mu sync.Mutex
+	write := func(first bool) error {
+		var errs []error
+		for _, group := range byKind(d.CreateObjects) {
+			if group.kind.BeforePods == first {
+				names, err := c.create(ctx, key, job, group.kind, group.objs)
+				mu.Lock()
+				created.add(group.kind, names)
+				mu.Unlock()
+				errs = append(errs, err)
+			}
+		}
+		for _, group := range byKind(d.UpdateObjects) {
+			if group.kind.BeforePods == first {
+				names, err := c.update(ctx, key, group.kind, group.objs)
+				mu.Lock()
+				updated.add(group.kind, names)
+				mu.Unlock()
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
 	}
-	if len(services) > 0 {
-		parts = append(parts, "services "+summarize(services))
+	err := write(true)
+	if err == nil {
+		var othersErr, podsErr error
+		var wg sync.WaitGroup
+		wg.Go(func() { othersErr = write(false) })
+		pods, podsErr := c.create(ctx, key, job, kindNamed(PodKind), asObjects(d.CreatePods))
+		wg.Wait()
+		created.add(kindNamed(PodKind), pods)
+		err = errors.Join(othersErr, podsErr)
 	}
-	if len(parts) > 0 {
-		c.recorder.Eventf(job, corev1.EventTypeNormal, "Created", "Created %s", strings.Join(parts, "; "))
+	if len(created) > 0 {
+		c.recorder.Eventf(job, corev1.EventTypeNormal, "Created", "Created %s", created)
 	}
-	err = errors.Join(servicesErr, podsErr)
+	if len(updated) > 0 {
+		c.recorder.Eventf(job, corev1.EventTypeNormal, "Updated", "Updated %s to follow the spec", updated)
+	}
 	if err != nil {
 		c.recorder.Eventf(job, corev1.EventTypeWarning, "CreateFailed", "%v", err)
 	}
-	return len(objects) + len(services) + len(pods), err
+	return created.count() + updated.count(), err
 }
 
-// createObjects creates the plan's other objects that are missing, one by one (they are few),
-// and returns them as kind/name.
-func (c *Controller) createObjects(ctx context.Context, key string, job Job, objs []Object) ([]string, error) {
-	var created []string
-	for _, o := range objs {
-		obj, err := o.Build()
-		if err != nil {
-			return created, fmt.Errorf("making %s %s: %w", o.Kind, o.Name, err)
-		}
-		obj.SetName(o.Name)
-		obj.SetNamespace(job.GetNamespace())
-		labels := obj.GetLabels()
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[batch.LabelJobName] = job.GetName()
-		labels[batch.LabelControllerUID] = string(job.GetUID())
-		obj.SetLabels(labels)
-		obj.SetOwnerReferences(controllerRef(job))
+// deleteAll deletes pods, then other children, expecting each deletion by UID.
+func (c *Controller) deleteAll(ctx context.Context, key string, job Job, pods []*corev1.Pod, objects []metav1.Object) error {
+	deleted := writeLog{}
+	var err error
+	for _, group := range append([]kindGroup{{kindNamed(PodKind), asObjects(pods)}}, byKind(objects)...) {
 		var names []string
-		switch v := obj.(type) {
-		case *corev1.Secret:
-			names, err = create(ctx, c, job, secretsKey(key), "secrets", []*corev1.Secret{v}, func(s *corev1.Secret) error {
-				_, err := c.kube.CoreV1().Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
-				return err
-			})
-		case *corev1.ConfigMap:
-			names, err = create(ctx, c, job, configMapsKey(key), "configmaps", []*corev1.ConfigMap{v}, func(m *corev1.ConfigMap) error {
-				_, err := c.kube.CoreV1().ConfigMaps(m.Namespace).Create(ctx, m, metav1.CreateOptions{})
-				return err
-			})
-		case *corev1.Service:
-			names, err = create(ctx, c, job, servicesKey(key), "services", []*corev1.Service{v}, func(s *corev1.Service) error {
-				_, err := c.kube.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
-				return err
-			})
-		case *appsv1.Deployment:
-			names, err = create(ctx, c, job, deploymentsKey(key), "deployments", []*appsv1.Deployment{v}, func(d *appsv1.Deployment) error {
-				_, err := c.kube.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{})
-				return err
-			})
-		default:
-			return created, fmt.Errorf("%s %s: the engine does not create a %T", o.Kind, o.Name, obj)
-		}
-		for _, n := range names {
-			created = append(created, fmt.Sprintf("%s %s", strings.ToLower(string(o.Kind)), n))
-		}
+		names, err = c.remove(ctx, key, group.kind, group.objs)
+		deleted.add(group.kind, names)
 		if err != nil {
-			return created, err
+			break
 		}
 	}
-	return created, nil
+	if len(deleted) > 0 {
+		c.recorder.Eventf(job, corev1.EventTypeNormal, "Deleted", "Deleted %s", deleted)
+	}
+	return err
+}
+
+// kindGroup is the objects of one kind.
+type kindGroup struct {
+	kind *ChildKind
+	objs []metav1.Object
+}
+
+// byKind groups objects by kind, in the table's order.
+func byKind(objs []metav1.Object) []kindGroup {
+	var groups []kindGroup
+	for i := range childKinds {
+		g := kindGroup{kind: &childKinds[i]}
+		for _, o := range objs {
+			if childKinds[i].is(o) {
+				g.objs = append(g.objs, o)
+			}
+		}
+		if len(g.objs) > 0 {
+			groups = append(groups, g)
+		}
+	}
+	return groups
+}
+
+func asObjects[T metav1.Object](objs []T) []metav1.Object {
+	out := make([]metav1.Object, len(objs))
+	for i, o := range objs {
+		out[i] = o
+	}
+	return out
 }
 
 // NameTakenError says that a child's name is held by an object the job does not own: the job
@@ -152,49 +182,34 @@ func (e *NameTakenError) Error() string {
 	return fmt.Sprintf("%s %s already exists and does not belong to this job: delete it, or give the job another name", e.Kind, e.Name)
 }
 
-// resourceKinds names the kinds of the resources the engine creates, for messages.
-var resourceKinds = map[string]string{"pods": "Pod", "services": "Service", "secrets": "Secret", "configmaps": "ConfigMap", "deployments": "Deployment"}
-
 // checkOwner tells, after a create found the name taken, whether the object there is the
 // job's own (a cache that had not shown it yet) or another's.
-func (c *Controller) checkOwner(ctx context.Context, job Job, resource, name string) error {
-	ns, get := job.GetNamespace(), metav1.GetOptions{}
-	var obj metav1.Object
-	var err error
-	switch resource {
-	case "pods":
-		obj, err = c.kube.CoreV1().Pods(ns).Get(ctx, name, get)
-	case "services":
-		obj, err = c.kube.CoreV1().Services(ns).Get(ctx, name, get)
-	case "secrets":
-		obj, err = c.kube.CoreV1().Secrets(ns).Get(ctx, name, get)
-	case "configmaps":
-		obj, err = c.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, get)
-	case "deployments":
-		obj, err = c.kube.AppsV1().Deployments(ns).Get(ctx, name, get)
-	}
+func (c *Controller) checkOwner(ctx context.Context, job Job, k *ChildKind, name string) error {
+	obj, err := k.get(ctx, c.kube, job.GetNamespace(), name)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil // gone since: the next sync creates it
 	case err != nil:
 		return err
 	}
-	if ref := metav1.GetControllerOf(obj); ref != nil && ref.UID == job.GetUID() {
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil && ref.UID == job.GetUID() {
 		return nil
 	}
-	return &NameTakenError{Kind: resourceKinds[resource], Name: name}
+	return &NameTakenError{Kind: string(k.Kind), Name: name}
 }
 
-// create sends creations in batches and returns the names of the objects it created.
-func create[T metav1.Object](ctx context.Context, c *Controller, job Job, expectKey, resource string, objs []T, send func(T) error) ([]string, error) {
+// create sends creations of one kind in batches and returns the names of the objects it
+// created.
+func (c *Controller) create(ctx context.Context, key string, job Job, k *ChildKind, objs []metav1.Object) ([]string, error) {
 	if len(objs) == 0 {
 		return nil, nil
 	}
-	c.expect.ExpectCreations(expectKey, len(objs))
+	expect := expectKey(key, k)
+	c.expect.ExpectCreations(expect, len(objs))
 	var mu sync.Mutex
 	var created []string
 	attempted, err := inBatches(len(objs), func(i int) error {
-		err := send(objs[i])
+		err := k.create(ctx, c.kube, objs[i])
 		switch {
 		case err == nil:
 			mu.Lock()
@@ -204,32 +219,52 @@ func create[T metav1.Object](ctx context.Context, c *Controller, job Job, expect
 		case apierrors.IsAlreadyExists(err):
 			// A stale cache (it exists, and its add event will come: do not expect it twice),
 			// or the name is another's.
-			c.expect.CreationObserved(expectKey)
-			return c.checkOwner(ctx, job, resource, objs[i].GetName())
+			c.expect.CreationObserved(expect)
+			return c.checkOwner(ctx, job, k, objs[i].GetName())
 		default:
-			c.expect.CreationObserved(expectKey)
-			return fmt.Errorf("creating %s %s: %w", resource, objs[i].GetName(), err)
+			c.expect.CreationObserved(expect)
+			return fmt.Errorf("creating %s %s: %w", k.Resource, objs[i].GetName(), err)
 		}
 	})
 	for range len(objs) - attempted {
-		c.expect.CreationObserved(expectKey) // never sent
+		c.expect.CreationObserved(expect) // never sent
 	}
 	if len(created) > 0 {
-		metrics.ChildrenCreated.WithLabelValues(c.kind, resource).Add(float64(len(created)))
+		metrics.ChildrenCreated.WithLabelValues(c.kind, k.Resource).Add(float64(len(created)))
 	}
 	return created, err
 }
 
-// deleteAll deletes the decision's pods and services, expecting each deletion by UID.
-func (c *Controller) deleteAll(ctx context.Context, key string, job Job, d *Decision) error {
-	if err := remove(c, job, podsKey(key), "pods", d.DeletePods, func(p *corev1.Pod) error {
-		return c.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, deleteAsSeen(p))
-	}); err != nil {
-		return err
+// update sends updates of one kind, each as of the resourceVersion the decision saw, and
+// returns the names of the objects it updated. One changed since is not overwritten: the
+// conflict retries the sync, which decides again on what the cache shows by then.
+func (c *Controller) update(ctx context.Context, key string, k *ChildKind, objs []metav1.Object) ([]string, error) {
+	if len(objs) == 0 {
+		return nil, nil
 	}
-	return remove(c, job, servicesKey(key), "services", d.DeleteServices, func(s *corev1.Service) error {
-		return c.kube.CoreV1().Services(s.Namespace).Delete(ctx, s.Name, deleteAsSeen(s))
+	expect := expectKey(key, k)
+	uids := uidsOf(objs)
+	c.expect.ExpectUpdates(expect, uids...)
+	var mu sync.Mutex
+	var updated []string
+	attempted, err := inBatches(len(objs), func(i int) error {
+		err := k.update(ctx, c.kube, objs[i])
+		if err == nil {
+			mu.Lock()
+			updated = append(updated, objs[i].GetName())
+			mu.Unlock()
+			return nil
+		}
+		c.expect.UpdateObserved(expect, uids[i])
+		return fmt.Errorf("updating %s %s: %w", k.Resource, objs[i].GetName(), err)
 	})
+	for _, uid := range uids[attempted:] {
+		c.expect.UpdateObserved(expect, uid) // never sent
+	}
+	if len(updated) > 0 {
+		metrics.ChildrenUpdated.WithLabelValues(c.kind, k.Resource).Add(float64(len(updated)))
+	}
+	return updated, err
 }
 
 // deleteAsSeen deletes an object only as the decision saw it: the same object (UID), in the
@@ -249,19 +284,18 @@ func deleteAsSeen(obj metav1.Object) metav1.DeleteOptions {
 // was read: the next sync decides again on what the cache shows by then.
 var errChanged = errors.New("changed since the decision was made; deciding again")
 
-func remove[T metav1.Object](c *Controller, job Job, expectKey, resource string, objs []T, send func(T) error) error {
+// remove deletes objects of one kind as seen, in batches, and returns the names it deleted.
+func (c *Controller) remove(ctx context.Context, key string, k *ChildKind, objs []metav1.Object) ([]string, error) {
 	if len(objs) == 0 {
-		return nil
+		return nil, nil
 	}
-	uids := make([]types.UID, len(objs))
-	for i, o := range objs {
-		uids[i] = o.GetUID()
-	}
-	c.expect.ExpectDeletions(expectKey, uids...)
+	expect := expectKey(key, k)
+	uids := uidsOf(objs)
+	c.expect.ExpectDeletions(expect, uids...)
 	var mu sync.Mutex
 	var deleted []string
 	attempted, err := inBatches(len(objs), func(i int) error {
-		err := send(objs[i])
+		err := k.delete(ctx, c.kube, objs[i], deleteAsSeen(objs[i]))
 		switch {
 		case err == nil:
 			mu.Lock()
@@ -270,25 +304,32 @@ func remove[T metav1.Object](c *Controller, job Job, expectKey, resource string,
 			return nil
 		case apierrors.IsNotFound(err):
 			// Gone already: its delete event may never come.
-			c.expect.DeletionObserved(expectKey, uids[i])
+			c.expect.DeletionObserved(expect, uids[i])
 			return nil
 		case apierrors.IsConflict(err):
 			// Replaced or changed (a pod that ended, say): not deleted.
-			c.expect.DeletionObserved(expectKey, uids[i])
-			return fmt.Errorf("not deleting %s %s: %w: %w", resource, objs[i].GetName(), errChanged, err)
+			c.expect.DeletionObserved(expect, uids[i])
+			return fmt.Errorf("not deleting %s %s: %w: %w", k.Resource, objs[i].GetName(), errChanged, err)
 		default:
-			c.expect.DeletionObserved(expectKey, uids[i])
-			return fmt.Errorf("deleting %s %s: %w", resource, objs[i].GetName(), err)
+			c.expect.DeletionObserved(expect, uids[i])
+			return fmt.Errorf("deleting %s %s: %w", k.Resource, objs[i].GetName(), err)
 		}
 	})
 	for _, uid := range uids[attempted:] {
-		c.expect.DeletionObserved(expectKey, uid)
+		c.expect.DeletionObserved(expect, uid)
 	}
 	if len(deleted) > 0 {
-		metrics.ChildrenDeleted.WithLabelValues(c.kind, resource).Add(float64(len(deleted)))
-		c.recorder.Eventf(job, corev1.EventTypeNormal, "Deleted", "Deleted %s: %s", resource, summarize(deleted))
+		metrics.ChildrenDeleted.WithLabelValues(c.kind, k.Resource).Add(float64(len(deleted)))
 	}
-	return err
+	return deleted, err
+}
+
+func uidsOf(objs []metav1.Object) []types.UID {
+	uids := make([]types.UID, len(objs))
+	for i, o := range objs {
+		uids[i] = o.GetUID()
+	}
+	return uids
 }
 
 // summarize lists names for an event, the first few of a long list.

@@ -61,10 +61,7 @@ func Start(t *testing.T, newAdapter func(versioned.Interface, jobinformers.Share
 	ctx, cancel := context.WithCancel(context.Background())
 	jobFactory := jobinformers.NewSharedInformerFactory(h.Jobs, 0)
 	kubeFactory := informers.NewSharedInformerFactory(h.Kube, 0)
-	core := kubeFactory.Core().V1()
-	c := engine.New(newAdapter(h.Jobs, jobFactory), h.Kube,
-		engine.Informers{Pods: core.Pods(), Services: core.Services(), Secrets: core.Secrets(), ConfigMaps: core.ConfigMaps(),
-			Deployments: kubeFactory.Apps().V1().Deployments()}, h.Events)
+	c := engine.New(newAdapter(h.Jobs, jobFactory), h.Kube, kubeFactory, h.Events)
 	jobFactory.Start(ctx.Done())
 	kubeFactory.Start(ctx.Done())
 	done := make(chan struct{})

@@ -2,9 +2,10 @@
 // has yet to show, so that a sync does not act on a stale cache: it would create a pod twice,
 // or delete one twice.
 //
-// Creations are counted; deletions are tracked by UID, so that a graceful delete (an update
-// that sets deletionTimestamp, then the delete itself) is observed once. An expectation that
-// is never observed (a lost watch event) expires, so a job is never stuck.
+// Creations are counted; updates and deletions are tracked by UID, so that a graceful delete
+// (an update that sets deletionTimestamp, then the delete itself) is observed once. An
+// expectation that is never observed (a lost watch event) expires, and Wait says when, so
+// that a job waiting for it is looked at again then: a job is never stuck.
 package expectations
 
 import (
@@ -29,6 +30,7 @@ type Expectations struct {
 
 type pending struct {
 	creations int
+	updates   sets.Set[types.UID]
 	deletions sets.Set[types.UID]
 	since     time.Time
 }
@@ -41,11 +43,18 @@ func New(ttl time.Duration) *Expectations {
 func (e *Expectations) entry(key string) *pending {
 	p, ok := e.pending[key]
 	if !ok {
-		p = &pending{deletions: sets.New[types.UID]()}
+		p = &pending{updates: sets.New[types.UID](), deletions: sets.New[types.UID]()}
 		e.pending[key] = p
 	}
 	p.since = e.now()
 	return p
+}
+
+// SetClock makes the expectations read time from now (tests).
+func (e *Expectations) SetClock(now func() time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.now = now
 }
 
 // ExpectCreations records n creations about to be sent.
@@ -65,6 +74,27 @@ func (e *Expectations) CreationObserved(key string) {
 	defer e.mu.Unlock()
 	if p, ok := e.pending[key]; ok && p.creations > 0 {
 		p.creations--
+		e.dropIfDone(key, p)
+	}
+}
+
+// ExpectUpdates records updates about to be sent, by the UIDs of the objects.
+func (e *Expectations) ExpectUpdates(key string, uids ...types.UID) {
+	if len(uids) == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.entry(key).updates.Insert(uids...)
+}
+
+// UpdateObserved records that the cache showed an object as updated, or that its update
+// failed. Unexpected UIDs are ignored.
+func (e *Expectations) UpdateObserved(key string, uid types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p, ok := e.pending[key]; ok {
+		p.updates.Delete(uid)
 		e.dropIfDone(key, p)
 	}
 }
@@ -91,7 +121,7 @@ func (e *Expectations) DeletionObserved(key string, uid types.UID) {
 }
 
 func (e *Expectations) dropIfDone(key string, p *pending) {
-	if p.creations <= 0 && p.deletions.Len() == 0 {
+	if p.creations <= 0 && p.updates.Len() == 0 && p.deletions.Len() == 0 {
 		delete(e.pending, key)
 	}
 }
@@ -99,17 +129,24 @@ func (e *Expectations) dropIfDone(key string, p *pending) {
 // Satisfied reports whether the cache shows every expected write of key, or the expectations
 // have expired.
 func (e *Expectations) Satisfied(key string) bool {
+	return e.Wait(key) == 0
+}
+
+// Wait is how long key's expectations may still hold a job back: 0 once the cache shows every
+// expected write or they have expired, else the time until they expire.
+func (e *Expectations) Wait(key string) time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	p, ok := e.pending[key]
 	if !ok {
-		return true
+		return 0
 	}
-	if e.now().Sub(p.since) > e.ttl {
+	left := e.ttl - e.now().Sub(p.since)
+	if left <= 0 {
 		delete(e.pending, key)
-		return true
+		return 0
 	}
-	return false
+	return left
 }
 
 // Forget drops the expectations of key, e.g. when its job is deleted.

@@ -77,3 +77,32 @@ func TestForget(t *testing.T) {
 		t.Fatal("forgotten expectations still hold")
 	}
 }
+
+// Updates are observed by UID; Wait says how long unmet expectations may still hold a job
+// back, so that a sync that waits for them can come back by itself.
+func TestUpdatesAndWait(t *testing.T) {
+	e := New(time.Minute)
+	now := time.Unix(0, 0)
+	e.SetClock(func() time.Time { return now })
+	e.ExpectUpdates("job/configmaps", "a")
+	if got := e.Wait("job/configmaps"); got != time.Minute {
+		t.Fatalf("Wait = %s with an update pending, want the TTL", got)
+	}
+	now = now.Add(20 * time.Second)
+	if got := e.Wait("job/configmaps"); got != 40*time.Second {
+		t.Fatalf("Wait = %s after 20 s, want 40 s", got)
+	}
+	e.UpdateObserved("job/configmaps", "other")
+	if e.Satisfied("job/configmaps") {
+		t.Fatal("satisfied by another object's update")
+	}
+	e.UpdateObserved("job/configmaps", "a")
+	if got := e.Wait("job/configmaps"); got != 0 {
+		t.Fatalf("Wait = %s once the update was observed, want 0", got)
+	}
+	e.ExpectCreations("job/pods", 1)
+	now = now.Add(2 * time.Minute)
+	if got := e.Wait("job/pods"); got != 0 {
+		t.Fatalf("Wait = %s after the TTL, want 0", got)
+	}
+}

@@ -3,11 +3,11 @@
 package genericjob
 
 import (
-	"context"
 	"fmt"
+	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
@@ -16,29 +16,16 @@ import (
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 )
 
-// Adapter describes GenericJobs to the engine.
-type Adapter struct {
-	engine.Typed[*batch.GenericJob]
-}
-
 // New returns the GenericJob adapter.
-func New(client versioned.Interface, informer informers.GenericJobInformer) *Adapter {
-	jobs, lister := client.BatchV1beta1(), informer.Lister()
-	return &Adapter{engine.NewTyped("GenericJob", informer.Informer(),
-		func(ns, name string) (*batch.GenericJob, error) { return lister.GenericJobs(ns).Get(name) },
-		func(ctx context.Context, job *batch.GenericJob) (*batch.GenericJob, error) {
-			return jobs.GenericJobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{})
-		})}
+func New(client versioned.Interface, informer informers.GenericJobInformer) engine.Adapter {
+	return engine.NewAdapter[*batch.GenericJob]("GenericJob", informer.Informer(), informer.Lister().GenericJobs,
+		client.BatchV1beta1().GenericJobs, Plan)
 }
 
-var _ engine.Adapter = &Adapter{}
-
-// Plan describes a GenericJob: one group per replica spec. Every template's variables are
-// resolved here once, so a job with a variable that cannot be resolved fails before anything
-// is created.
-func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {
-	job := obj.(*batch.GenericJob).DeepCopy()
-	job.Default()
+// Plan describes a defaulted GenericJob: one group per replica spec. Every template's
+// variables are resolved here once, so a job with a variable that cannot be resolved fails
+// before anything is created.
+func Plan(job *batch.GenericJob) (*engine.Plan, error) {
 	spec := &job.Spec
 	vars := newVariables(job)
 	plan := &engine.Plan{CleanUp: spec.CleanUpPolicy}
@@ -64,15 +51,15 @@ func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {
 		plan.ServicePorts = servicePorts(spec.Service)
 	}
 	plan.SetRunMode(spec.RunMode, spec.Scheduler)
-	plan.Outcome = outcome(spec.SuccessRules, spec.FailureRules, job.Name)
+	plan.Judge = judge(spec.SuccessRules, spec.FailureRules, job.Name)
 	return plan, nil
 }
 
-// outcome applies the success and failure rules: failure rules first, a rule holding when all
+// judge applies the success and failure rules: failure rules first, a rule holding when all
 // its replicas failed with no restart left; then success rules, a rule holding when all its
 // replicas succeeded. Without failure rules any replica that failed for good fails the job;
 // without success rules the job succeeds once every replica has.
-func outcome(successRules, failureRules []batch.ReplicaRule, jobName string) func(engine.Replicas) *engine.Outcome {
+func judge(successRules, failureRules []batch.ReplicaRule, jobName string) func(engine.Replicas) *engine.Outcome {
 	holds := func(rule batch.ReplicaRule, replicas engine.Replicas, phase batch.ReplicaPhase) bool {
 		for t, ranks := range rule {
 			for _, rank := range ranks {
@@ -119,12 +106,22 @@ func outcome(successRules, failureRules []batch.ReplicaRule, jobName string) fun
 	}
 }
 
+// formatRule writes a rule the way the docs do: {"master": [2], "worker": [0, 1]}.
 func formatRule(rule batch.ReplicaRule) string {
-	m := make(map[string][]int32, len(rule))
-	for t, ranks := range rule {
-		m[t] = ranks
+	types := make([]string, 0, len(rule))
+	for t := range rule {
+		types = append(types, t)
 	}
-	return engine.FormatReplicaRule(m)
+	sort.Strings(types)
+	parts := make([]string, 0, len(types))
+	for _, t := range types {
+		ranks := make([]string, 0, len(rule[t]))
+		for _, r := range rule[t] {
+			ranks = append(ranks, fmt.Sprint(r))
+		}
+		parts = append(parts, fmt.Sprintf("%q: [%s]", t, strings.Join(ranks, ", ")))
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }
 
 func servicePorts(s *batch.ServiceOption) []corev1.ServicePort {

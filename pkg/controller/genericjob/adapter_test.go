@@ -71,13 +71,13 @@ func TestVariables(t *testing.T) {
 // spec.service each replica gets its own TF_CONFIG.
 func TestTFConfigExample(t *testing.T) {
 	job := example(t, "generic-tf-config.yaml")
-	_, err := (&Adapter{}).Plan(job)
+	_, err := engine.PlanDefaulted(Plan, job)
 	if err == nil || !strings.Contains(err.Error(), "spec.replicaSpecs[0].template.spec.containers[0].env[TF_CONFIG].value") || !strings.Contains(err.Error(), "add spec.service.ports") {
 		t.Fatalf("want the field and the fix named, got %v", err)
 	}
 
 	job.Spec.Service = &batch.ServiceOption{Ports: []batch.ServicePort{{Name: "http", Port: 2222}}}
-	plan, err := (&Adapter{}).Plan(job)
+	plan, err := engine.PlanDefaulted(Plan, job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestTFConfigExample(t *testing.T) {
 }
 
 func TestPlanOfTheExample(t *testing.T) {
-	plan, err := (&Adapter{}).Plan(example(t, "generic-example.yaml"))
+	plan, err := engine.PlanDefaulted(Plan, example(t, "generic-example.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestOutcome(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			o := outcome(tc.success, tc.failure, "gj")(tc.replicas)
+			o := judge(tc.success, tc.failure, "gj")(tc.replicas)
 			got := ""
 			if o != nil {
 				got = map[bool]string{true: "succeeded: ", false: "failed: "}[o.Succeeded] + o.Message
@@ -153,5 +153,12 @@ func TestOutcome(t *testing.T) {
 				t.Fatalf("got %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestFormatRule(t *testing.T) {
+	got := formatRule(batch.ReplicaRule{"worker": {0, 1}, "master": {2}})
+	if want := `{"master": [2], "worker": [0, 1]}`; got != want {
+		t.Errorf("got %s, want %s", got, want)
 	}
 }

@@ -21,18 +21,26 @@ const (
 	configFile         = "config"
 )
 
-// newKeys makes a job's SSH material, fresh for every job: a client key pair the launcher
-// logs in with (its public key the workers' only authorized key), and a host key every worker
-// presents, which the launcher's known_hosts trusts for any host, so that host keys are
-// checked rather than ignored. The ssh client config in the same directory says so.
-func newKeys(dir string) (map[string][]byte, error) {
-	clientPriv, clientPub, err := keyPair("t9k-job launcher")
-	if err != nil {
-		return nil, err
+// sshFiles makes a job's SSH material: a client key pair the launcher logs in with (its
+// public key the workers' only authorized key), and a host key every worker presents, which
+// the launcher's known_hosts trusts for any host, so that host keys are checked rather than
+// ignored; the ssh client config, for the directory the files are mounted in, says so. The
+// keys are fresh for every job and kept from have, the files as they are, once made: a change
+// of the mount directory rewrites the config alone.
+func sshFiles(dir string, have map[string][]byte) (map[string][]byte, error) {
+	clientPriv, clientPub := have[clientKeyFile], have[clientPubFile]
+	if len(clientPriv) == 0 || len(clientPub) == 0 {
+		var err error
+		if clientPriv, clientPub, err = keyPair("t9k-job launcher"); err != nil {
+			return nil, err
+		}
 	}
-	hostPriv, hostPub, err := keyPair("t9k-job worker")
-	if err != nil {
-		return nil, err
+	hostPriv, hostPub := have[hostKeyFile], have[hostPubFile]
+	if len(hostPriv) == 0 || len(hostPub) == 0 {
+		var err error
+		if hostPriv, hostPub, err = keyPair("t9k-job worker"); err != nil {
+			return nil, err
+		}
 	}
 	config := fmt.Sprintf(`Host *
   IdentityFile %[1]s/%[2]s

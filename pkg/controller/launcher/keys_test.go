@@ -11,7 +11,7 @@ import (
 // The Secret's keys fit together: the workers authorize exactly the launcher's key, and the
 // launcher's known_hosts trusts exactly the workers' host key; each job gets fresh keys.
 func TestKeysFitTogether(t *testing.T) {
-	data, err := newKeys("/root/.ssh")
+	data, err := sshFiles("/root/.ssh", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +37,38 @@ func TestKeysFitTogether(t *testing.T) {
 			t.Errorf("ssh config lacks %q:\n%s", want, config)
 		}
 	}
-	again, _ := newKeys("/root/.ssh")
+	again, _ := sshFiles("/root/.ssh", nil)
 	if bytes.Equal(again[clientKeyFile], data[clientKeyFile]) || bytes.Equal(again[hostKeyFile], data[hostKeyFile]) {
 		t.Error("two jobs got the same keys")
+	}
+}
+
+// The keys are made once: the files built again from the Secret keep them, and a new mount
+// directory changes the config alone.
+func TestKeysKeptWhenBuiltAgain(t *testing.T) {
+	data, err := sshFiles("/root/.ssh", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, err := sshFiles("/root/.ssh", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, content := range data {
+		if !bytes.Equal(same[file], content) {
+			t.Errorf("%s changed though nothing did", file)
+		}
+	}
+	moved, err := sshFiles("/home/mpi/.ssh", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, content := range data {
+		if changed := !bytes.Equal(moved[file], content); changed != (file == configFile) {
+			t.Errorf("%s changed: %v, want a change of the config alone", file, changed)
+		}
+	}
+	if !strings.Contains(string(moved[configFile]), "IdentityFile /home/mpi/.ssh/id_ed25519") {
+		t.Errorf("config not moved:\n%s", moved[configFile])
 	}
 }

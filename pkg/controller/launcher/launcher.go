@@ -31,8 +31,8 @@ const (
 // HostfilePath is the hostfile's path in the launcher.
 const HostfilePath = HostfileDir + "/" + hostfileKey
 
-// Job is what the shared parts need to know of a launcher job.
-type Job struct {
+// Layout is what the shared parts need to know of a launcher job.
+type Layout struct {
 	Name     string
 	UID      string
 	Replicas int32 // workers
@@ -52,24 +52,30 @@ func WorkerHost(job string, rank int32) string {
 func SecretName(job string) string   { return job + "-ssh" }
 func HostfileName(job string) string { return job + "-hostfile" }
 
-// Objects are the job's Secret (its SSH keys), hostfile ConfigMap and workers' Service.
-func (j Job) Objects() []engine.Object {
+// Objects are the job's Secret (its SSH keys), hostfile ConfigMap and workers' Service. The
+// hostfile follows the number of workers; the Secret keeps its keys and follows
+// ssh.authMountPath.
+func (j Layout) Objects() []engine.Object {
 	return []engine.Object{
-		{Kind: engine.SecretKind, Name: SecretName(j.Name), Build: func() (metav1.Object, error) {
-			data, err := newKeys(j.SSH.AuthMountPath)
+		{Kind: engine.SecretKind, Name: SecretName(j.Name), Build: func(current metav1.Object) (metav1.Object, error) {
+			var have map[string][]byte
+			if s, ok := current.(*corev1.Secret); ok {
+				have = s.Data
+			}
+			data, err := sshFiles(j.SSH.AuthMountPath, have)
 			if err != nil {
 				return nil, err
 			}
 			return &corev1.Secret{Type: corev1.SecretTypeOpaque, Data: data}, nil
 		}},
-		{Kind: engine.ConfigMapKind, Name: HostfileName(j.Name), Build: func() (metav1.Object, error) {
+		{Kind: engine.ConfigMapKind, Name: HostfileName(j.Name), Build: func(metav1.Object) (metav1.Object, error) {
 			var b strings.Builder
 			for i := range j.Replicas {
 				b.WriteString(j.HostLine(WorkerHost(j.Name, i)) + "\n")
 			}
 			return &corev1.ConfigMap{Data: map[string]string{hostfileKey: b.String()}}, nil
 		}},
-		{Kind: engine.ServiceKind, Name: j.Name, Build: func() (metav1.Object, error) {
+		{Kind: engine.ServiceKind, Name: j.Name, Build: func(metav1.Object) (metav1.Object, error) {
 			return &corev1.Service{Spec: corev1.ServiceSpec{
 				ClusterIP: corev1.ClusterIPNone,
 				Selector: map[string]string{batch.LabelJobName: j.Name, batch.LabelReplicaType: batch.WorkerType,
@@ -85,7 +91,7 @@ func (j Job) Objects() []engine.Object {
 // args are ignored, as the docs say) with the job's keys, answers a TCP readiness probe on
 // the SSH port, and every worker lives in the subdomain of the job's Service. Workers are
 // never restarted.
-func (j Job) Workers(template corev1.PodTemplateSpec, mainContainer string) engine.Group {
+func (j Layout) Workers(template corev1.PodTemplateSpec, mainContainer string) engine.Group {
 	return engine.Group{
 		Type: batch.WorkerType, Replicas: j.Replicas, Restart: batch.RestartNever, MainContainer: mainContainer,
 		Template: func(int32) corev1.PodTemplateSpec {
@@ -112,7 +118,7 @@ func (j Job) Workers(template corev1.PodTemplateSpec, mainContainer string) engi
 
 // Launcher is the launcher group, <job>-launcher: the given pod with the SSH keys and the
 // hostfile mounted, created once every worker is Ready. It is never restarted.
-func (j Job) Launcher(pod corev1.PodTemplateSpec, mainContainer string) engine.Group {
+func (j Layout) Launcher(pod corev1.PodTemplateSpec, mainContainer string) engine.Group {
 	return engine.Group{
 		Type: batch.LauncherType, Replicas: 1, Restart: batch.RestartNever, MainContainer: mainContainer,
 		After:   []string{batch.WorkerType},
@@ -127,7 +133,7 @@ func (j Job) Launcher(pod corev1.PodTemplateSpec, mainContainer string) engine.G
 
 // mountSSH mounts the job's SSH Secret at authMountPath in every container, and in the
 // launcher the hostfile at HostfileDir.
-func (j Job) mountSSH(spec *corev1.PodSpec, hostfile bool) {
+func (j Layout) mountSSH(spec *corev1.PodSpec, hostfile bool) {
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: sshVolume, VolumeSource: corev1.VolumeSource{
 		Secret: &corev1.SecretVolumeSource{SecretName: SecretName(j.Name), DefaultMode: ptr.To[int32](secretMode)}}})
 	mounts := []corev1.VolumeMount{{Name: sshVolume, MountPath: j.SSH.AuthMountPath, ReadOnly: true}}
@@ -146,7 +152,7 @@ func (j Job) mountSSH(spec *corev1.PodSpec, hostfile bool) {
 // authorized keys from the Secret. The Secret's files are root-owned and read-only, and the
 // mount's directory is not for sshd to judge: StrictModes is off. sshd wants its privilege
 // separation directory, which images that do not start sshd themselves lack.
-func (j Job) sshdCommand() []string {
+func (j Layout) sshdCommand() []string {
 	dir := j.SSH.AuthMountPath
 	return []string{"/bin/sh", "-c", `mkdir -p /run/sshd && exec "$@"`, "sshd",
 		j.SSH.SshdPath, "-D", "-e", "-p", fmt.Sprint(sshPort),
@@ -155,27 +161,24 @@ func (j Job) sshdCommand() []string {
 		"-o", "StrictModes=no", "-o", "PidFile=none"}
 }
 
-// Outcome reads a launcher job's outcome from its launcher alone: exit code 0 ends it with
-// success (the message says what that means for the kind), another code with failure. A
-// worker that ends (workers run sshd until the job ends) fails the job, since the launcher
-// cannot start or finish without it; so does a worker or launcher lost after the launcher
-// started.
-func Outcome(job, succeeded string) func(engine.Replicas) *engine.Outcome {
+// Judge reads a launcher job's outcome (DESIGN §5). The launcher decides: exit code 0 ends
+// the job with success (the message says what that means for the kind), another code with
+// failure. But workers run sshd until the job ends, and the launcher cannot start or finish
+// without them: a worker that ended, or was lost after the launcher started, fails the job
+// and is named as the cause, also when the launcher failed in the same moment (mpirun exits
+// a second after a worker's daemon dies). The verdict does not depend on which pod's event
+// the controller saw first.
+func Judge(job, succeeded string) func(engine.Replicas) *engine.Outcome {
 	return func(rs engine.Replicas) *engine.Outcome {
 		var l engine.Replica
 		if ls := rs[batch.LauncherType]; len(ls) > 0 {
 			l = ls[0]
 		}
 		launcher := job + "-" + batch.LauncherType
-		switch {
-		case l.Phase == batch.ReplicaSucceeded:
+		if l.Phase == batch.ReplicaSucceeded {
 			return &engine.Outcome{Succeeded: true, Message: succeeded}
-		case l.Phase == batch.ReplicaFailed:
-			return &engine.Outcome{Message: fmt.Sprintf("The job exited with an error code: %s exited with code %d.", launcher, l.ExitCode)}
-		case l.Lost:
-			return &engine.Outcome{Message: fmt.Sprintf("The job failed: %s was deleted while it ran.", launcher)}
 		}
-		started := l.Phase != "" && l.Phase != batch.ReplicaCreating
+		started := !l.Held && l.Phase != batch.ReplicaCreating
 		for rank, w := range rs[batch.WorkerType] {
 			name := engine.ChildName(job, batch.WorkerType, int32(rank))
 			switch {
@@ -187,6 +190,12 @@ func Outcome(job, succeeded string) func(engine.Replicas) *engine.Outcome {
 				// without one since was lost, whatever status had time to record.
 				return &engine.Outcome{Message: fmt.Sprintf("The job failed: worker %s was deleted after the launcher started.", name)}
 			}
+		}
+		switch {
+		case l.Phase == batch.ReplicaFailed:
+			return &engine.Outcome{Message: fmt.Sprintf("The job exited with an error code: %s failed%s.", launcher, engine.ExitText(l.ExitCode))}
+		case l.Lost:
+			return &engine.Outcome{Message: fmt.Sprintf("The job failed: %s was deleted while it ran.", launcher)}
 		}
 		return nil
 	}

@@ -33,14 +33,19 @@ var (
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	}, []string{"kind", "result"})
 
-	// ChildrenCreated and ChildrenDeleted count the pods and services the controller wrote.
+	// ChildrenCreated, ChildrenUpdated and ChildrenDeleted count the children the controller
+	// wrote, of every kind.
 	ChildrenCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "t9k_job_children_created_total",
-		Help: "Child objects created, by kind of job and resource (pods, services).",
+		Help: "Child objects created, by kind of job and resource (pods, services, ...).",
+	}, []string{"kind", "resource"})
+	ChildrenUpdated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "t9k_job_children_updated_total",
+		Help: "Child objects updated to follow a changed spec, by kind of job and resource.",
 	}, []string{"kind", "resource"})
 	ChildrenDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "t9k_job_children_deleted_total",
-		Help: "Child objects deleted, by kind of job and resource (pods, services).",
+		Help: "Child objects deleted, by kind of job and resource (pods, services, ...).",
 	}, []string{"kind", "resource"})
 
 	// Restarts counts replica restarts.
@@ -58,7 +63,7 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(PhaseTransitions, SyncDuration, ChildrenCreated, ChildrenDeleted, Restarts, APIRequests,
+	Registry.MustRegister(PhaseTransitions, SyncDuration, ChildrenCreated, ChildrenUpdated, ChildrenDeleted, Restarts, APIRequests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWorkqueueMetrics()
 	registerRESTClientMetrics()

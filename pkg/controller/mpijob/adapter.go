@@ -3,14 +3,12 @@
 package mpijob
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
@@ -24,32 +22,20 @@ const (
 	launcherContainer = "launcher"
 )
 
-// Succeeded is the message of an MPIJob whose launcher exited with code 0: mpirun says only
+// SucceededMessage is the message of an MPIJob whose launcher exited with code 0: mpirun says only
 // that the job ended (the docs explain why), so the launcher's log tells how it went.
-const Succeeded = "The job has ended: mpirun exited with code 0. The launcher's log tells how training went."
-
-// Adapter describes MPIJobs to the engine.
-type Adapter struct{ engine.Typed[*batch.MPIJob] }
+const SucceededMessage = "The job has ended: mpirun exited with code 0. The launcher's log tells how training went."
 
 // New returns the MPIJob adapter.
-func New(client versioned.Interface, informer informers.MPIJobInformer) *Adapter {
-	jobs, lister := client.BatchV1beta1(), informer.Lister()
-	return &Adapter{engine.NewTyped("MPIJob", informer.Informer(),
-		func(ns, name string) (*batch.MPIJob, error) { return lister.MPIJobs(ns).Get(name) },
-		func(ctx context.Context, job *batch.MPIJob) (*batch.MPIJob, error) {
-			return jobs.MPIJobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{})
-		})}
+func New(client versioned.Interface, informer informers.MPIJobInformer) engine.Adapter {
+	return engine.NewAdapter[*batch.MPIJob]("MPIJob", informer.Informer(), informer.Lister().MPIJobs, client.BatchV1beta1().MPIJobs, Plan)
 }
 
-var _ engine.Adapter = &Adapter{}
-
-// Plan describes an MPIJob: the launcher, then the workers.
-func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {
-	job := obj.(*batch.MPIJob).DeepCopy()
-	job.Default()
+// Plan describes a defaulted MPIJob: the launcher, then the workers.
+func Plan(job *batch.MPIJob) (*engine.Plan, error) {
 	spec := &job.Spec
 	slots := Slots(spec.Worker.ExtraMPIArgs, spec.Worker.Template)
-	j := launcher.Job{Name: job.Name, UID: string(job.UID), Replicas: *spec.Worker.Replicas, SSH: spec.SSH,
+	j := launcher.Layout{Name: job.Name, UID: string(job.UID), Replicas: *spec.Worker.Replicas, SSH: spec.SSH,
 		HostLine: func(host string) string { return fmt.Sprintf("%s slots=%d", host, slots) }}
 	plan := &engine.Plan{
 		Groups: []engine.Group{
@@ -57,7 +43,7 @@ func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {
 			j.Workers(spec.Worker.Template, workerContainer),
 		},
 		Objects: j.Objects(),
-		Outcome: launcher.Outcome(job.Name, Succeeded),
+		Judge:   launcher.Judge(job.Name, SucceededMessage),
 	}
 	launcher.CleanUp(plan, spec.RunPolicy.CleanUpWorkers)
 	plan.SetRunMode(spec.RunMode, spec.Scheduler)

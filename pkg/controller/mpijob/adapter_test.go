@@ -125,8 +125,8 @@ func TestOutcomes(t *testing.T) {
 		conditionT batch.JobConditionType
 		message    string
 	}{
-		{"launcher exits 0", 0, batch.JobSucceeded, batch.JobCompleted, Succeeded},
-		{"launcher exits 1", 1, batch.JobFailed, batch.JobConditionFailed, "The job exited with an error code: mpi-example-launcher exited with code 1."},
+		{"launcher exits 0", 0, batch.JobSucceeded, batch.JobCompleted, SucceededMessage},
+		{"launcher exits 1", 1, batch.JobFailed, batch.JobConditionFailed, "The job exited with an error code: mpi-example-launcher failed with exit code 1."},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

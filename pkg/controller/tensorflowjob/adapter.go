@@ -3,12 +3,10 @@
 package tensorflowjob
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
@@ -24,30 +22,14 @@ const (
 	DefaultPort = 2222
 )
 
-// Adapter describes TensorFlowTrainingJobs to the engine.
-type Adapter struct {
-	engine.Typed[*batch.TensorFlowTrainingJob]
-}
-
 // New returns the TensorFlowTrainingJob adapter.
-func New(client versioned.Interface, informer informers.TensorFlowTrainingJobInformer) *Adapter {
-	jobs, lister := client.BatchV1beta1(), informer.Lister()
-	return &Adapter{engine.NewTyped("TensorFlowTrainingJob", informer.Informer(),
-		func(ns, name string) (*batch.TensorFlowTrainingJob, error) {
-			return lister.TensorFlowTrainingJobs(ns).Get(name)
-		},
-		func(ctx context.Context, job *batch.TensorFlowTrainingJob) (*batch.TensorFlowTrainingJob, error) {
-			return jobs.TensorFlowTrainingJobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{})
-		})}
+func New(client versioned.Interface, informer informers.TensorFlowTrainingJobInformer) engine.Adapter {
+	return engine.NewAdapter[*batch.TensorFlowTrainingJob]("TensorFlowTrainingJob", informer.Informer(), informer.Lister().TensorFlowTrainingJobs, client.BatchV1beta1().TensorFlowTrainingJobs, Plan)
 }
 
-var _ engine.Adapter = &Adapter{}
-
-// Plan describes a TensorFlowTrainingJob: the chief (else worker 0) decides the outcome;
+// Plan describes a defaulted TensorFlowTrainingJob: the chief (else worker 0) decides the outcome;
 // a worker or ps failing for good fails the job, an evaluator does not.
-func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {
-	job := obj.(*batch.TensorFlowTrainingJob).DeepCopy()
-	job.Default()
+func Plan(job *batch.TensorFlowTrainingJob) (*engine.Plan, error) {
 	spec := &job.Spec
 	tfConfig, err := TFConfigs(job.Name, job.Namespace, spec.ReplicaSpecs)
 	if err != nil {
@@ -57,7 +39,7 @@ func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {
 	if training.Replicas(spec.ReplicaSpecs, "chief") > 0 {
 		main = "chief"
 	}
-	plan := training.Job{
+	plan := training.Layout{
 		Name: job.Name, Specs: spec.ReplicaSpecs, Order: []string{"chief", "ps", "worker", "evaluator"},
 		RunPolicy: spec.RunPolicy, RunMode: spec.RunMode, Scheduler: spec.Scheduler,
 		PortName: portName, Port: port(spec.ReplicaSpecs, main),
@@ -72,10 +54,11 @@ func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {
 		}
 		plan.Objects = tensorboardObjects(job.Name, tb)
 	}
+	plan.KindStatus = func(children engine.Children) engine.KindStatus {
+		return tensorboardStatus(job.Name, spec.TensorboardSpec, children)
+	}
 	return plan, nil
 }
-
-var _ engine.StatusReporter = &Adapter{}
 
 // TFConfigs returns TF_CONFIG for each replica: every chief, worker and ps by host and port
 // (the evaluator is not part of the cluster), the replica's own task, environment cloud.

@@ -40,7 +40,7 @@ func TestTFConfig(t *testing.T) {
 
 func plan(t *testing.T, specs ...batch.TrainingReplicaSpec) *engine.Plan {
 	t.Helper()
-	p, err := (&Adapter{}).Plan(&batch.TensorFlowTrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "tf", Namespace: "ns"},
+	p, err := engine.PlanDefaulted(Plan, &batch.TensorFlowTrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "tf", Namespace: "ns"},
 		Spec: batch.TensorFlowTrainingJobSpec{ReplicaSpecs: specs}})
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func TestOutcome(t *testing.T) {
 		{"evaluator failed", withChief, engine.Replicas{"chief": {running}, "evaluator": {final(batch.ReplicaFailed, 1)}}, nil},
 	}
 	for _, tc := range cases {
-		o := tc.plan.Outcome(tc.rs)
+		o := tc.plan.Judge(tc.rs)
 		switch {
 		case tc.succeeded == nil && o != nil:
 			t.Errorf("%s: outcome %+v, want none", tc.name, o)
@@ -90,7 +90,7 @@ func TestRestartsAndRunPolicy(t *testing.T) {
 	job := &batch.TensorFlowTrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "tf", Namespace: "ns"},
 		Spec: batch.TensorFlowTrainingJobSpec{ReplicaSpecs: []batch.TrainingReplicaSpec{w},
 			RunPolicy: batch.TrainingRunPolicy{BackoffLimit: ptr.To[int32](3), ActiveDeadlineSeconds: ptr.To[int64](600), CleanUpPolicy: batch.CleanUpAll}}}
-	p, err := (&Adapter{}).Plan(job)
+	p, err := engine.PlanDefaulted(Plan, job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestRunModeAndScheduler(t *testing.T) {
 			RunMode: &batch.RunMode{Debug: &batch.DebugMode{Enabled: true}, Pause: &batch.PauseMode{Enabled: true,
 				ResumeSpecs: []batch.ResumeSpec{{Type: "worker", Command: []string{"python", "resume.py"}}}}},
 			Scheduler: &batch.SchedulePolicy{T9kScheduler: &batch.T9kScheduler{Queue: "default", Priority: 50}}}}
-	p, err := (&Adapter{}).Plan(job)
+	p, err := engine.PlanDefaulted(Plan, job)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func tensorboardObjects(job string, spec *batch.TensorBoardSpec) []engine.Object
 	name := TensorBoardName(job)
 	labels := map[string]string{tensorboardLabel: job}
 	return []engine.Object{
-		{Kind: engine.DeploymentKind, Name: name, Build: func() (metav1.Object, error) {
+		{Kind: engine.DeploymentKind, Name: name, Build: func(metav1.Object) (metav1.Object, error) {
 			pod, err := tensorboardPod(spec)
 			if err != nil {
 				return nil, err
@@ -40,7 +40,7 @@ func tensorboardObjects(job string, spec *batch.TensorBoardSpec) []engine.Object
 			return &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1),
 				Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: pod}}, nil
 		}},
-		{Kind: engine.ServiceKind, Name: name, Build: func() (metav1.Object, error) {
+		{Kind: engine.ServiceKind, Name: name, Build: func(metav1.Object) (metav1.Object, error) {
 			return &corev1.Service{Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{
 				{Name: "http", Port: tensorboardPort, TargetPort: intstr.FromInt32(tensorboardPort)}}}}, nil
 		}},
@@ -89,31 +89,40 @@ func tensorboardPod(spec *batch.TensorBoardSpec) (corev1.PodTemplateSpec, error)
 	}}, nil
 }
 
-// Report sets status.tensorboard from the TensorBoard's Deployment, and says whether it
-// changed.
-func (a *Adapter) Report(obj engine.Job, children engine.Children) bool {
+// tensorboardState is status.tensorboard as a decision found it.
+type tensorboardState struct{ status *batch.DependentStatus }
+
+// SetOn sets status.tensorboard, and says whether it changed.
+func (s tensorboardState) SetOn(obj engine.Job) bool {
 	job := obj.(*batch.TensorFlowTrainingJob)
-	var s *batch.DependentStatus
-	if job.Spec.TensorboardSpec != nil {
-		name := TensorBoardName(job.Name)
-		s = &batch.DependentStatus{Action: "Create", Ready: false, Reason: "DependentCreating", Type: corev1.EventTypeNormal,
-			Note: fmt.Sprintf("TensorBoard [%s] is being created", name)}
-		for _, d := range children.Deployments {
-			if d.Name != name {
-				continue
-			}
-			s.Action = "NOP"
-			s.Dependent = &batch.DependentReference{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, Namespace: d.Namespace, UID: d.UID}
-			s.Ready = d.Status.ReadyReplicas > 0
-			s.Reason, s.Note = "DependentNotReady", fmt.Sprintf("TensorBoard [%s] is not ready yet", name)
-			if s.Ready {
-				s.Reason, s.Note = "DependentReady", fmt.Sprintf("TensorBoard [%s] is ready", name)
-			}
+	changed := !equalDependent(job.Status.Tensorboard, s.status)
+	job.Status.Tensorboard = s.status
+	return changed
+}
+
+// tensorboardStatus reports the TensorBoard (spec.tensorboardSpec; nil: none) from its
+// Deployment among the job's children.
+func tensorboardStatus(job string, spec *batch.TensorBoardSpec, children engine.Children) engine.KindStatus {
+	if spec == nil {
+		return tensorboardState{}
+	}
+	name := TensorBoardName(job)
+	s := &batch.DependentStatus{Action: "Create", Ready: false, Reason: "DependentCreating", Type: corev1.EventTypeNormal,
+		Note: fmt.Sprintf("TensorBoard [%s] is being created", name)}
+	for _, o := range children.Objects {
+		d, ok := o.(*appsv1.Deployment)
+		if !ok || d.Name != name {
+			continue
+		}
+		s.Action = "NOP"
+		s.Dependent = &batch.DependentReference{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, Namespace: d.Namespace, UID: d.UID}
+		s.Ready = d.Status.ReadyReplicas > 0
+		s.Reason, s.Note = "DependentNotReady", fmt.Sprintf("TensorBoard [%s] is not ready yet", name)
+		if s.Ready {
+			s.Reason, s.Note = "DependentReady", fmt.Sprintf("TensorBoard [%s] is ready", name)
 		}
 	}
-	changed := !equalDependent(job.Status.Tensorboard, s)
-	job.Status.Tensorboard = s
-	return changed
+	return tensorboardState{status: s}
 }
 
 func equalDependent(a, b *batch.DependentStatus) bool {

@@ -5,7 +5,9 @@ import (
 	"reflect"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -75,4 +77,50 @@ func TestTensorBoard(t *testing.T) {
 	if _, err := h.Kube.CoreV1().Services("ns").Get(context.Background(), "mnist-tensorboard", metav1.GetOptions{}); err != nil {
 		t.Errorf("the TensorBoard Service went with the replicas: %v", err)
 	}
+}
+
+// A change of tensorboardSpec updates the TensorBoard Deployment; taking it out of the spec
+// deletes the Deployment and its Service.
+func TestTensorBoardFollowsTheSpec(t *testing.T) {
+	job := &batch.TensorFlowTrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "mnist", Namespace: "ns", UID: "tf-uid"},
+		Spec: batch.TensorFlowTrainingJobSpec{
+			ReplicaSpecs:    []batch.TrainingReplicaSpec{spec("worker", 1)},
+			TensorboardSpec: &batch.TensorBoardSpec{Image: "tb:1", TrainingLogFilesets: []string{"t9k://pvc/logs/run1"}},
+		}}
+	h := enginetest.Start(t, func(c versioned.Interface, f jobinformers.SharedInformerFactory) engine.Adapter {
+		return New(c, f.Batch().V1beta1().TensorFlowTrainingJobs())
+	}, []runtime.Object{job})
+	deployment := func(ctx context.Context) (*appsv1.Deployment, error) {
+		return h.Kube.AppsV1().Deployments("ns").Get(ctx, "mnist-tensorboard", metav1.GetOptions{})
+	}
+	h.WaitFor(t, "the TensorBoard", func(ctx context.Context) bool { _, err := deployment(ctx); return err == nil })
+	edit := func(change func(*batch.TensorFlowTrainingJob)) {
+		t.Helper()
+		j, err := h.Jobs.BatchV1beta1().TensorFlowTrainingJobs("ns").Get(context.Background(), "mnist", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(j)
+		if _, err := h.Jobs.BatchV1beta1().TensorFlowTrainingJobs("ns").Update(context.Background(), j, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit(func(j *batch.TensorFlowTrainingJob) {
+		j.Spec.TensorboardSpec.Image = "tb:2"
+		j.Spec.TensorboardSpec.TrainingLogFilesets = []string{"t9k://pvc/logs/run2"}
+	})
+	h.WaitFor(t, "the TensorBoard on the new image and fileset", func(ctx context.Context) bool {
+		d, err := deployment(ctx)
+		if err != nil {
+			return false
+		}
+		c := d.Spec.Template.Spec.Containers[0]
+		return c.Image == "tb:2" && reflect.DeepEqual(c.Command[:3], []string{"tensorboard", "--logdir", "/t9k/pvc/logs/run2"})
+	})
+	edit(func(j *batch.TensorFlowTrainingJob) { j.Spec.TensorboardSpec = nil })
+	h.WaitFor(t, "the TensorBoard gone with its spec", func(ctx context.Context) bool {
+		_, errD := deployment(ctx)
+		_, errS := h.Kube.CoreV1().Services("ns").Get(ctx, "mnist-tensorboard", metav1.GetOptions{})
+		return apierrors.IsNotFound(errD) && apierrors.IsNotFound(errS)
+	})
 }

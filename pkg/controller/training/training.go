@@ -17,8 +17,8 @@ import (
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 )
 
-// Job is a training job as its adapter describes it.
-type Job struct {
+// Layout is a training job as its adapter describes it.
+type Layout struct {
 	Name  string
 	Specs []batch.TrainingReplicaSpec // defaulted
 	// Order is the order of the replica types in status.
@@ -42,12 +42,12 @@ type Job struct {
 }
 
 // Plan describes the job to the engine.
-func (j Job) Plan() *engine.Plan {
+func (j Layout) Plan() *engine.Plan {
 	plan := &engine.Plan{
 		ServicePorts: []corev1.ServicePort{{Name: j.PortName, Port: j.Port, TargetPort: intstr.FromInt32(j.Port)}},
 		CleanUp:      j.RunPolicy.CleanUpPolicy,
 		BackoffLimit: j.RunPolicy.BackoffLimit,
-		Outcome:      j.outcome,
+		Judge:        j.judge,
 	}
 	if d := j.RunPolicy.ActiveDeadlineSeconds; d != nil {
 		plan.Deadline = time.Duration(*d) * time.Second
@@ -74,9 +74,9 @@ func (j Job) Plan() *engine.Plan {
 	return plan
 }
 
-// outcome: the main replica succeeding ends the job with success; it, or an essential
+// judge: the main replica succeeding ends the job with success; it, or an essential
 // replica, failing with no restart left ends it with failure.
-func (j Job) outcome(rs engine.Replicas) *engine.Outcome {
+func (j Layout) judge(rs engine.Replicas) *engine.Outcome {
 	main := engine.ChildName(j.Name, j.MainType, 0)
 	if ms := rs[j.MainType]; len(ms) > 0 && ms[0].Final && ms[0].Phase == batch.ReplicaSucceeded {
 		return &engine.Outcome{Succeeded: true, Message: fmt.Sprintf("The job has finished successfully: %s succeeded.", main)}

@@ -3,12 +3,10 @@
 package xgboostjob
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
@@ -23,30 +21,14 @@ const (
 	DefaultPort = 9999
 )
 
-// Adapter describes XGBoostTrainingJobs to the engine.
-type Adapter struct {
-	engine.Typed[*batch.XGBoostTrainingJob]
-}
-
 // New returns the XGBoostTrainingJob adapter.
-func New(client versioned.Interface, informer informers.XGBoostTrainingJobInformer) *Adapter {
-	jobs, lister := client.BatchV1beta1(), informer.Lister()
-	return &Adapter{engine.NewTyped("XGBoostTrainingJob", informer.Informer(),
-		func(ns, name string) (*batch.XGBoostTrainingJob, error) {
-			return lister.XGBoostTrainingJobs(ns).Get(name)
-		},
-		func(ctx context.Context, job *batch.XGBoostTrainingJob) (*batch.XGBoostTrainingJob, error) {
-			return jobs.XGBoostTrainingJobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{})
-		})}
+func New(client versioned.Interface, informer informers.XGBoostTrainingJobInformer) engine.Adapter {
+	return engine.NewAdapter[*batch.XGBoostTrainingJob]("XGBoostTrainingJob", informer.Informer(), informer.Lister().XGBoostTrainingJobs, client.BatchV1beta1().XGBoostTrainingJobs, Plan)
 }
 
-var _ engine.Adapter = &Adapter{}
-
-// Plan describes an XGBoostTrainingJob: the master decides the outcome; a worker failing for
+// Plan describes a defaulted XGBoostTrainingJob: the master decides the outcome; a worker failing for
 // good fails the job too.
-func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {
-	job := obj.(*batch.XGBoostTrainingJob).DeepCopy()
-	job.Default()
+func Plan(job *batch.XGBoostTrainingJob) (*engine.Plan, error) {
 	spec := &job.Spec
 	p := int32(DefaultPort)
 	for _, s := range spec.ReplicaSpecs {
@@ -54,7 +36,7 @@ func (a *Adapter) Plan(obj engine.Job) (*engine.Plan, error) {
 			p = training.Port(s.Template, training.MainContainer(s.Template, ""), portName, DefaultPort)
 		}
 	}
-	return training.Job{
+	return training.Layout{
 		Name: job.Name, Specs: spec.ReplicaSpecs, Order: []string{"master", "worker"},
 		RunPolicy: spec.RunPolicy, RunMode: spec.RunMode, Scheduler: spec.Scheduler,
 		PortName: portName, Port: p, Env: Env(job.Name, job.Namespace, training.Replicas(spec.ReplicaSpecs, "worker"), p),

@@ -40,7 +40,7 @@ func TestExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	job.ObjectMeta = metav1.ObjectMeta{Name: job.Name, Namespace: "ns"}
-	p, err := (&Adapter{}).Plan(job)
+	p, err := engine.PlanDefaulted(Plan, job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,13 +56,13 @@ func TestExample(t *testing.T) {
 	}
 	final := func(phase batch.ReplicaPhase) engine.Replica { return engine.Replica{Phase: phase, Final: true} }
 	running := engine.Replica{Phase: batch.ReplicaRunning}
-	if o := p.Outcome(engine.Replicas{"master": {final(batch.ReplicaSucceeded)}, "worker": {running, running}}); o == nil || !o.Succeeded {
+	if o := p.Judge(engine.Replicas{"master": {final(batch.ReplicaSucceeded)}, "worker": {running, running}}); o == nil || !o.Succeeded {
 		t.Errorf("master succeeded: %+v", o)
 	}
-	if o := p.Outcome(engine.Replicas{"master": {running}, "worker": {running, final(batch.ReplicaFailed)}}); o == nil || o.Succeeded {
+	if o := p.Judge(engine.Replicas{"master": {running}, "worker": {running, final(batch.ReplicaFailed)}}); o == nil || o.Succeeded {
 		t.Errorf("worker failed for good: %+v", o)
 	}
-	if o := p.Outcome(engine.Replicas{"master": {running}, "worker": {final(batch.ReplicaSucceeded), running}}); o != nil {
+	if o := p.Judge(engine.Replicas{"master": {running}, "worker": {final(batch.ReplicaSucceeded), running}}); o != nil {
 		t.Errorf("a worker succeeded: %+v", o)
 	}
 	if p.ServicePorts[0].Port != DefaultPort || p.ServicePorts[0].Name != "xgboostjob-port" {

@@ -23,7 +23,7 @@ func (g *Group) podName(job string, rank int32) string {
 	return ChildName(job, g.Type, rank)
 }
 
-// childLabels are the labels of a replica's pod and service; the service selects by them.
+// childLabels are the labels of a replica's pod and Service; the Service selects by them.
 func childLabels(job Job, replicaType string, rank int32) map[string]string {
 	return map[string]string{
 		batch.LabelJobName:       job.GetName(),
@@ -109,24 +109,23 @@ func applyRunSetting(pod *corev1.Pod, mainContainer string, skipInit bool, comma
 	}
 }
 
-// newService builds the headless service of one replica. It publishes the pod's address
-// before the pod is ready, so that replicas find each other while they start.
-func newService(job Job, plan *Plan, g *Group, rank int32) *corev1.Service {
-	l := childLabels(job, g.Type, rank)
-	ports := make([]corev1.ServicePort, len(plan.ServicePorts))
-	copy(ports, plan.ServicePorts)
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            g.podName(job.GetName(), rank),
-			Namespace:       job.GetNamespace(),
-			Labels:          l,
-			OwnerReferences: controllerRef(job),
-		},
-		Spec: corev1.ServiceSpec{
-			ClusterIP:                corev1.ClusterIPNone,
-			Selector:                 l,
-			Ports:                    ports,
-			PublishNotReadyAddresses: true,
-		},
-	}
+// replicaService is the headless Service of one replica, named like its pod. It publishes
+// the pod's address before the pod is ready, so that replicas find each other while they
+// start. It lives with the replicas: a pause and the clean-up delete it.
+func replicaService(job Job, plan *Plan, g *Group, rank int32) Object {
+	name := g.podName(job.GetName(), rank)
+	return Object{Kind: ServiceKind, Name: name, Build: func(metav1.Object) (metav1.Object, error) {
+		l := childLabels(job, g.Type, rank)
+		ports := make([]corev1.ServicePort, len(plan.ServicePorts))
+		copy(ports, plan.ServicePorts)
+		return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Labels: l},
+			Spec: corev1.ServiceSpec{
+				ClusterIP:                corev1.ClusterIPNone,
+				Selector:                 l,
+				Ports:                    ports,
+				PublishNotReadyAddresses: true,
+			},
+		}, nil
+	}}
 }

@@ -1,0 +1,148 @@
+package engine
+
+import (
+	"context"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
+)
+
+// apply carries out a decision: the status and the writes, in an order that survives a
+// controller stopping at any point.
+func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision) error {
+	// A status that counts restarts or ends the job goes first, so that a restart is never
+	// lost nor counted twice, and an outcome never undone, if the controller stops half-way.
+	statusFirst := len(d.Restarted) > 0 || d.Outcome != nil
+	if statusFirst {
+		if err := c.writeStatus(ctx, key, job, d.Status, d.KindStatus); err != nil {
+			return err
+		}
+		c.recordOutcome(job, d)
+	}
+	if err := c.deleteAll(ctx, key, job, d.DeletePods, d.DeleteObjects); err != nil {
+		return err
+	}
+	written, err := c.createAll(ctx, key, job, d)
+	switch {
+	case statusFirst:
+	case err != nil:
+		_ = c.writeStatus(ctx, key, job, d.Status, d.KindStatus) // show what was created; the retry creates the rest
+	case written == 0:
+		return c.writeStatus(ctx, key, job, d.Status, d.KindStatus)
+	default:
+		// The new children's events bring a sync within podBatchPeriod that reports them as
+		// they are, so a status saying "Creating" would be written only to be overwritten:
+		// one write per job saved.
+	}
+	return err
+}
+
+// fail fails a job that cannot run, once: its spec cannot run as written (its plan failed),
+// or a child's name is held by another object. If that happens to a running job, its
+// unfinished replicas stop, as at any failure, and its replicas' Services go.
+func (c *Controller) fail(ctx context.Context, key string, job Job, reason string, cause error) error {
+	if Finished(job.JobStatus()) {
+		return nil
+	}
+	c.recorder.Event(job, corev1.EventTypeWarning, reason, cause.Error())
+	if err := c.writeStatus(ctx, key, job, FailedStatus(job, reason, cause.Error(), c.now()), nil); err != nil {
+		return err
+	}
+	children, err := c.children(job)
+	if err != nil {
+		return err
+	}
+	return c.deleteAll(ctx, key, job, cleanUp(&Plan{CleanUp: batch.CleanUpUnfinished}, children.Pods, nil), replicaServices(children.Objects))
+}
+
+// replicaServices are the live Services among objects that belong to a replica.
+func replicaServices(objects []metav1.Object) []metav1.Object {
+	var out []metav1.Object
+	for _, o := range objects {
+		if s, ok := o.(*corev1.Service); ok && s.DeletionTimestamp == nil && s.Labels[batch.LabelReplicaType] != "" {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// writeStatus writes status, and the kind's own part of it, when they differ from the job's,
+// and counts the phase change.
+func (c *Controller) writeStatus(ctx context.Context, key string, job Job, status *batch.JobStatus, kindStatus KindStatus) error {
+	old := job.JobStatus()
+	kindChanged := kindStatus != nil && kindStatus.SetOn(job)
+	if !kindChanged && equality.Semantic.DeepEqual(old, status) {
+		return nil
+	}
+	from := old.Phase
+	*old = *status
+	written, err := c.adapter.UpdateStatus(ctx, job)
+	if err != nil {
+		return err
+	}
+	c.written.Store(key, writtenStatus{resourceVersion: written.GetResourceVersion(), at: c.now()})
+	if from != status.Phase {
+		fromLabel := string(from)
+		if fromLabel == "" {
+			fromLabel = "None"
+		}
+		metrics.PhaseTransitions.WithLabelValues(c.kind, fromLabel, string(status.Phase)).Inc()
+		if from != "" {
+			c.recorder.Eventf(job, corev1.EventTypeNormal, "PhaseChanged", "Phase changed from %s to %s", from, status.Phase)
+		}
+	}
+	return nil
+}
+
+func (c *Controller) recordOutcome(job Job, d *Decision) {
+	if d.Outcome != nil {
+		eventType, reason := corev1.EventTypeNormal, "Succeeded"
+		if !d.Outcome.Succeeded {
+			eventType, reason = corev1.EventTypeWarning, "Failed"
+		}
+		if d.Outcome.Reason != "" {
+			reason = d.Outcome.Reason
+		}
+		c.recorder.Event(job, eventType, reason, d.Outcome.Message)
+	}
+	for _, name := range d.Restarted {
+		c.recorder.Eventf(job, corev1.EventTypeWarning, "Restarting", "Restarting replica %s%s", name, endingText(d.Status, name))
+		metrics.Restarts.WithLabelValues(c.kind).Inc()
+	}
+}
+
+// endingText says how the last pod of a replica ended, for events: ": its pod failed with exit
+// code 137 (OOMKilled) on node-1".
+func endingText(s *batch.JobStatus, name string) string {
+	for _, t := range s.Tasks {
+		for _, r := range t.Replicas {
+			if r.Name != name || r.LastTermination == nil {
+				continue
+			}
+			e := r.LastTermination
+			text := ": its pod " + strings.ToLower(string(e.Phase))
+			for _, cs := range e.Containers {
+				if cs.ExitCode != nil && *cs.ExitCode != 0 {
+					text += ExitText(*cs.ExitCode)
+					if cs.Reason != "" {
+						text += " (" + cs.Reason + ")"
+					}
+					break
+				}
+			}
+			if e.Reason != "" {
+				text += ", " + e.Reason
+			}
+			if e.Node != "" {
+				text += " on " + e.Node
+			}
+			return text
+		}
+	}
+	return ""
+}

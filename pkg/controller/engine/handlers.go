@@ -1,0 +1,137 @@
+package engine
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/t9k-jobs/t9k-jobs/pkg/features"
+)
+
+// The event handlers: a job's change syncs it; a child's change is observed in the
+// expectations and syncs its job, batched (features.BatchedPodStatusUpdates).
+
+func (c *Controller) watchJobs() {
+	_, _ = c.adapter.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.addJob,
+		UpdateFunc: func(_, cur any) { c.addJob(cur) }, // resyncs too: the safety net
+		DeleteFunc: c.deleteJob,
+	})
+}
+
+func (c *Controller) addJob(obj any) {
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	if job, ok := obj.(Job); ok {
+		c.statusWait(key, job) // clears the wait once the write shows
+	}
+	c.queue.Add(key)
+}
+
+func (c *Controller) deleteJob(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+		c.forget(key)
+		c.queue.Add(key)
+	}
+}
+
+// watchChildren registers the handlers of one kind of child.
+func (c *Controller) watchChildren(k *ChildKind, informer cache.SharedIndexInformer) {
+	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.childAdded(k, obj) },
+		UpdateFunc: func(old, cur any) { c.childUpdated(k, old, cur) },
+		DeleteFunc: func(obj any) { c.childDeleted(k, obj) },
+	})
+}
+
+// ownerKey returns the key of the job of this kind that controls obj, if any.
+func (c *Controller) ownerKey(obj metav1.Object) (string, bool) {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	gvk := c.adapter.GroupVersionKind()
+	if ref == nil || ref.Kind != gvk.Kind || ref.APIVersion != gvk.GroupVersion().String() {
+		return "", false
+	}
+	return obj.GetNamespace() + "/" + ref.Name, true
+}
+
+func (c *Controller) childAdded(k *ChildKind, obj any) {
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	key, ok := c.ownerKey(o)
+	if !ok {
+		return
+	}
+	if o.GetDeletionTimestamp() != nil {
+		c.expect.DeletionObserved(expectKey(key, k), o.GetUID())
+	} else {
+		c.expect.CreationObserved(expectKey(key, k))
+	}
+	c.noteEnd(o)
+	c.enqueueChange(key)
+}
+
+func (c *Controller) childUpdated(k *ChildKind, old, cur any) {
+	oldObj, okOld := old.(metav1.Object)
+	o, ok := cur.(metav1.Object)
+	if !ok || !okOld || oldObj.GetResourceVersion() == o.GetResourceVersion() {
+		return // a resync
+	}
+	key, ok := c.ownerKey(o)
+	if !ok {
+		return
+	}
+	if o.GetDeletionTimestamp() != nil && oldObj.GetDeletionTimestamp() == nil {
+		// A graceful delete: count it now; the deletion itself is ignored by UID.
+		c.expect.DeletionObserved(expectKey(key, k), o.GetUID())
+		c.queue.Add(key)
+		return
+	}
+	if oldObj.GetAnnotations()[AnnotationChildHash] != o.GetAnnotations()[AnnotationChildHash] {
+		c.expect.UpdateObserved(expectKey(key, k), o.GetUID())
+	}
+	c.noteEnd(o)
+	c.enqueueChange(key)
+}
+
+// childDeleted observes the deletion of a child (possibly a tombstone), and syncs its job at
+// once.
+func (c *Controller) childDeleted(k *ChildKind, obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	c.endSeen.Delete(o.GetUID())
+	if key, ok := c.ownerKey(o); ok {
+		c.expect.DeletionObserved(expectKey(key, k), o.GetUID())
+		c.queue.Add(key)
+	}
+}
+
+// noteEnd records when a pod was first seen ended.
+func (c *Controller) noteEnd(o metav1.Object) {
+	if pod, ok := o.(*corev1.Pod); ok && podEnded(pod) {
+		c.endSeen.LoadOrStore(pod.UID, c.now())
+	}
+}
+
+// enqueueChange syncs the job after a child's change; with BatchedPodStatusUpdates the syncs
+// of changes within podBatchPeriod are one, and so is their status write.
+func (c *Controller) enqueueChange(key string) {
+	if features.Enabled(features.BatchedPodStatusUpdates) {
+		c.queue.AddAfter(key, podBatchPeriod)
+		return
+	}
+	c.queue.Add(key)
+}

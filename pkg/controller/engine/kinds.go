@@ -1,0 +1,116 @@
+package engine
+
+import (
+	"context"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// ChildKind is one kind of object a job may own: how the engine watches it, and reads and
+// writes it. Every kind the engine creates is one entry of childKinds; the informers, event
+// handlers, expectations, caches and writes loop over that table.
+type ChildKind struct {
+	Kind ObjectKind
+	// Resource is the kind's plural, as RBAC, metrics and events name it.
+	Resource string
+	// BeforePods: pods may mount it, so it is created and updated before the pods of a sync.
+	BeforePods bool
+	// Informer is the kind's shared informer in the factory of the project's children.
+	Informer func(informers.SharedInformerFactory) cache.SharedIndexInformer
+
+	is     func(metav1.Object) bool
+	create func(ctx context.Context, kube kubernetes.Interface, obj metav1.Object) error
+	update func(ctx context.Context, kube kubernetes.Interface, obj metav1.Object) error
+	delete func(ctx context.Context, kube kubernetes.Interface, obj metav1.Object, opts metav1.DeleteOptions) error
+	get    func(ctx context.Context, kube kubernetes.Interface, namespace, name string) (metav1.Object, error)
+}
+
+// childKinds is the table of the kinds of children. Pods come first: they are the replicas.
+var childKinds = []ChildKind{
+	childKind(PodKind, "pods", false, func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		return f.Core().V1().Pods().Informer()
+	},
+		func(kube kubernetes.Interface, ns string) client[*corev1.Pod] { return kube.CoreV1().Pods(ns) }),
+	childKind(ServiceKind, "services", false, func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		return f.Core().V1().Services().Informer()
+	},
+		func(kube kubernetes.Interface, ns string) client[*corev1.Service] { return kube.CoreV1().Services(ns) }),
+	childKind(SecretKind, "secrets", true, func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		return f.Core().V1().Secrets().Informer()
+	},
+		func(kube kubernetes.Interface, ns string) client[*corev1.Secret] { return kube.CoreV1().Secrets(ns) }),
+	childKind(ConfigMapKind, "configmaps", true, func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		return f.Core().V1().ConfigMaps().Informer()
+	}, func(kube kubernetes.Interface, ns string) client[*corev1.ConfigMap] {
+		return kube.CoreV1().ConfigMaps(ns)
+	}),
+	childKind(DeploymentKind, "deployments", false, func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		return f.Apps().V1().Deployments().Informer()
+	}, func(kube kubernetes.Interface, ns string) client[*appsv1.Deployment] {
+		return kube.AppsV1().Deployments(ns)
+	}),
+}
+
+// client is what the engine uses of a typed client-go client.
+type client[T metav1.Object] interface {
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+}
+
+// childKind makes a table entry from a kind's typed client.
+func childKind[T metav1.Object](kind ObjectKind, resource string, beforePods bool, informer func(informers.SharedInformerFactory) cache.SharedIndexInformer,
+	clientFor func(kube kubernetes.Interface, namespace string) client[T]) ChildKind {
+	return ChildKind{
+		Kind: kind, Resource: resource, BeforePods: beforePods, Informer: informer,
+		is: func(o metav1.Object) bool { _, ok := o.(T); return ok },
+		create: func(ctx context.Context, kube kubernetes.Interface, o metav1.Object) error {
+			_, err := clientFor(kube, o.GetNamespace()).Create(ctx, o.(T), metav1.CreateOptions{})
+			return err
+		},
+		update: func(ctx context.Context, kube kubernetes.Interface, o metav1.Object) error {
+			_, err := clientFor(kube, o.GetNamespace()).Update(ctx, o.(T), metav1.UpdateOptions{})
+			return err
+		},
+		delete: func(ctx context.Context, kube kubernetes.Interface, o metav1.Object, opts metav1.DeleteOptions) error {
+			return clientFor(kube, o.GetNamespace()).Delete(ctx, o.GetName(), opts)
+		},
+		get: func(ctx context.Context, kube kubernetes.Interface, ns, name string) (metav1.Object, error) {
+			return clientFor(kube, ns).Get(ctx, name, metav1.GetOptions{})
+		},
+	}
+}
+
+// kindOf finds the table entry of an object (nil for a kind the engine does not own).
+func kindOf(o metav1.Object) *ChildKind {
+	for i := range childKinds {
+		if childKinds[i].is(o) {
+			return &childKinds[i]
+		}
+	}
+	return nil
+}
+
+// kindNamed finds the table entry of a kind.
+func kindNamed(kind ObjectKind) *ChildKind {
+	for i := range childKinds {
+		if childKinds[i].Kind == kind {
+			return &childKinds[i]
+		}
+	}
+	return nil
+}
+
+// kindName is the kind of an object ("" for one the engine does not own).
+func kindName(o metav1.Object) ObjectKind {
+	if k := kindOf(o); k != nil {
+		return k.Kind
+	}
+	return ""
+}

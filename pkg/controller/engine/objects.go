@@ -1,0 +1,103 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+// AnnotationChildHash records, on each of a job's other children, a hash of the object the
+// plan built for it. A child is updated when the plan builds something else: the hash, not
+// the object, is compared, so fields the API server defaults never count as a change.
+const AnnotationChildHash = batch.GroupName + "/child-hash"
+
+// objects decides the job's other children: the plan's objects, kept until the job is
+// deleted, and the replicas' Services, which live with the replicas (a pause deletes them,
+// so does the clean-up unless its policy is None).
+func (x *decider) objects(job Job, have []metav1.Object) error {
+	want := append([]Object(nil), x.plan.Objects...)
+	withReplicas := len(x.plan.ServicePorts) > 0 && !x.paused && (!x.finished || x.plan.CleanUp == batch.CleanUpNone)
+	if withReplicas {
+		for gi := range x.plan.Groups {
+			g := &x.plan.Groups[gi]
+			for rank := range g.Replicas {
+				want = append(want, replicaService(job, x.plan, g, rank))
+			}
+		}
+	}
+	existing := make(map[string]metav1.Object, len(have))
+	for _, o := range have {
+		existing[objectKey(kindName(o), o.GetName())] = o
+	}
+	wanted := make(map[string]bool, len(want))
+	for _, o := range want {
+		key := objectKey(o.Kind, o.Name)
+		wanted[key] = true
+		cur := existing[key]
+		switch {
+		case cur != nil && cur.GetDeletionTimestamp() != nil:
+			continue // made again once it is gone
+		case x.finished:
+			continue // an ended job keeps what it has, as it has it
+		}
+		built, err := buildObject(job, o, cur)
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur == nil:
+			x.d.CreateObjects = append(x.d.CreateObjects, built)
+		case cur.GetAnnotations()[AnnotationChildHash] != built.GetAnnotations()[AnnotationChildHash]:
+			built.SetResourceVersion(cur.GetResourceVersion()) // as seen: a change since is not overwritten
+			built.SetUID(cur.GetUID())
+			x.d.UpdateObjects = append(x.d.UpdateObjects, built)
+		}
+	}
+	for _, o := range have {
+		if !wanted[objectKey(kindName(o), o.GetName())] && o.GetDeletionTimestamp() == nil {
+			x.d.DeleteObjects = append(x.d.DeleteObjects, o)
+		}
+	}
+	return nil
+}
+
+// buildObject builds a plan's object as the job's child, with the hash of what was built.
+func buildObject(job Job, o Object, current metav1.Object) (metav1.Object, error) {
+	obj, err := o.Build(current)
+	if err != nil {
+		return nil, fmt.Errorf("making %s %s: %w", o.Kind, o.Name, err)
+	}
+	if k := kindOf(obj); k == nil || k.Kind != o.Kind {
+		return nil, fmt.Errorf("making %s %s: built a %T", o.Kind, o.Name, obj)
+	}
+	obj.SetName(o.Name)
+	obj.SetNamespace(job.GetNamespace())
+	labels := map[string]string{}
+	for k, v := range obj.GetLabels() {
+		labels[k] = v
+	}
+	labels[batch.LabelJobName] = job.GetName()
+	labels[batch.LabelControllerUID] = string(job.GetUID())
+	obj.SetLabels(labels)
+	obj.SetOwnerReferences(controllerRef(job))
+	annotations := map[string]string{}
+	for k, v := range obj.GetAnnotations() {
+		annotations[k] = v
+	}
+	delete(annotations, AnnotationChildHash)
+	obj.SetAnnotations(annotations)
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("making %s %s: %w", o.Kind, o.Name, err)
+	}
+	sum := sha256.Sum256(data)
+	annotations[AnnotationChildHash] = hex.EncodeToString(sum[:8])
+	return obj, nil
+}
+
+func objectKey(kind ObjectKind, name string) string { return string(kind) + "/" + name }

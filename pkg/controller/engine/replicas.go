@@ -1,0 +1,236 @@
+package engine
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+// The bookkeeping of one replica within a decision: what it is, what it would do, and what it
+// does once the outcome is known (restarts, creations, restarts taken back).
+
+// replicaAction is what a replica would do next, if the job goes on.
+type replicaAction int
+
+const (
+	noAction replicaAction = iota
+	// needsPod: the replica has no pod.
+	needsPod
+	// restartNow: its pod ended and its policy and limits restart it now.
+	restartNow
+	// finishRestart: an earlier decision counted a restart whose pod is still to be deleted
+	// or created (the controller stopped half-way, or a delete was refused).
+	finishRestart
+)
+
+// replica is one replica while a decision is made.
+type replica struct {
+	group  *Group
+	rank   int32
+	pod    *corev1.Pod
+	status batch.ReplicaStatus
+	view   Replica
+	action replicaAction
+}
+
+// observe reports a replica as it is and says what it would do.
+func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *corev1.Pod) *replica {
+	r := &replica{group: g, rank: rank, pod: pod, status: prev, view: Replica{Phase: prev.Phase}}
+	if r.status.Containers == nil {
+		r.status.Containers = []batch.ContainerStatus{}
+	}
+	counted := restartCounted(prev)
+	switch {
+	case pod != nil && pod.DeletionTimestamp != nil:
+		fromPod(&r.status, pod)
+		switch {
+		case counted && prev.UID == pod.UID:
+			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
+			r.action = finishRestart
+		case podEnded(pod) && !x.paused:
+			// An ended pod that is being deleted (clean-up, by hand) ended all the same; a
+			// restart it is due waits until it is gone. (Pause deletes every replica, and
+			// resume recreates every one.)
+			r.view = Replica{Phase: r.status.Phase, ExitCode: exitCode(pod), Final: !x.mayRestart(g, r.status)}
+		default:
+			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
+			r.view.Lost = !x.finished && !x.paused
+		}
+	case pod != nil:
+		fromPod(&r.status, pod)
+		r.view = Replica{Phase: r.status.Phase, ExitCode: exitCode(pod), Ready: podReady(pod)}
+		if !podEnded(pod) {
+			break
+		}
+		if prev.UID == pod.UID && prev.Phase == batch.ReplicaDeleted {
+			// This pod's restart is counted already: finish it, do not count it again.
+			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
+			r.action = finishRestart
+			break
+		}
+		if !x.mayRestart(g, r.status) {
+			r.view.Final = true
+			break
+		}
+		if wait := restartBackoff(r.status.RestartCount) - x.now.Sub(x.endTime(pod)); wait > 0 {
+			x.d.RequeueAfter = minPositive(x.d.RequeueAfter, wait)
+			break
+		}
+		x.totalRestarts++ // reserved, so that the backoff limit holds across replicas
+		r.action = restartNow
+	default: // no pod
+		switch {
+		case counted:
+			r.action = finishRestart
+		case x.paused:
+			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
+		case prev.Phase == batch.ReplicaSucceeded || prev.Phase == batch.ReplicaFailed:
+			// Its pod ended and is gone (cleaned up, or deleted before its restart): a
+			// restart it is due happens now, with a new pod; otherwise keep what it did.
+			if x.mayRestart(g, prev) {
+				x.totalRestarts++
+				r.action = restartNow
+				break
+			}
+			r.view.Final = true
+		case x.finished:
+			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
+		default:
+			r.action = needsPod
+			// A pod it had is gone though it had not ended: deleted by hand, or with its node.
+			// (Deleted: the engine deleted it, for a pause or a restart.)
+			r.view.Lost = prev.UID != "" && prev.Phase != batch.ReplicaCreating && prev.Phase != batch.ReplicaDeleted
+			r.view.Phase = batch.ReplicaCreating
+		}
+	}
+	return r
+}
+
+// carryOut orders what observe said a replica would do, now that the outcome is known: a job
+// that has ended restarts and creates nothing, and takes back a restart it counted but did
+// not carry out.
+func (x *decider) carryOut(job Job, r *replica, resumed bool) {
+	d := x.d
+	switch r.action {
+	case needsPod:
+		if x.finished {
+			r.status.Phase = batch.ReplicaDeleted
+			return
+		}
+		x.createPod(job, r, resumed)
+	case restartNow:
+		if x.finished {
+			return // the replica keeps its pod and its ending; clean-up decides the pod
+		}
+		d.Restarted = append(d.Restarted, r.status.Name)
+		r.status.RestartCount++
+		if r.pod == nil { // gone already: straight to the new pod
+			s := r.status
+			r.status.LastTermination = &batch.ReplicaTermination{UID: s.UID, Phase: s.Phase, Node: s.Node, Reason: s.Reason, Message: s.Message, Containers: s.Containers}
+			x.createPod(job, r, resumed)
+			return
+		}
+		r.status.LastTermination = termination(r.pod)
+		r.status.Phase = batch.ReplicaDeleted
+		d.DeletePods = append(d.DeletePods, r.pod)
+	case finishRestart:
+		switch {
+		case x.finished:
+			takeBackRestart(r)
+		case x.paused:
+			// Pause deletes the pod; resume creates the replica again.
+		case r.pod == nil:
+			x.createPod(job, r, resumed)
+		case r.pod.DeletionTimestamp == nil:
+			d.DeletePods = append(d.DeletePods, r.pod)
+		}
+	}
+}
+
+func (x *decider) createPod(job Job, r *replica, resumed bool) {
+	r.status.UID, r.status.Phase = "", batch.ReplicaCreating
+	r.status.Containers, r.status.Node, r.status.Reason, r.status.Message = []batch.ContainerStatus{}, "", "", ""
+	x.d.CreatePods = append(x.d.CreatePods, newPod(job, x.plan, *r.group, r.rank, resumed))
+}
+
+// restartCounted reports whether a replica's status counts a restart of its current pod that
+// has not been carried out yet: the pod is marked Deleted and its ending recorded.
+func restartCounted(s batch.ReplicaStatus) bool {
+	return s.Phase == batch.ReplicaDeleted && s.UID != "" && s.LastTermination != nil && s.LastTermination.UID == s.UID
+}
+
+// takeBackRestart undoes the count of a restart that will not happen because the job ended
+// first, so that a replica's restart count stays the number of pods it had, minus one. It
+// is reported as its pod ended.
+func takeBackRestart(r *replica) {
+	s := &r.status
+	s.RestartCount--
+	if r.pod != nil {
+		if r.pod.DeletionTimestamp == nil {
+			s.Phase = replicaPhase(r.pod)
+		}
+	} else if t := s.LastTermination; t != nil {
+		s.Phase, s.Node, s.Reason, s.Message, s.Containers = t.Phase, t.Node, t.Reason, t.Message, t.Containers
+	}
+	s.LastTermination = nil
+}
+
+// retryableExitCodes are the exit codes the ExitCode restart policy restarts after: SIGINT,
+// SIGKILL, SIGTERM, and 138, which a program may use to ask for a restart.
+var retryableExitCodes = map[int32]bool{130: true, 137: true, 143: true, 138: true}
+
+// Restart backoff: a replica's first restart is immediate, later ones wait 1s, 2s, 4s, ...
+// after its pod ended, up to maxRestartBackoff, so a replica that fails at once cannot spin.
+const maxRestartBackoff = time.Minute
+
+func restartBackoff(restarts int32) time.Duration {
+	if restarts <= 0 {
+		return 0
+	}
+	d := time.Second << min(restarts-1, 16)
+	return min(d, maxRestartBackoff)
+}
+
+// endTime is when a pod's backoff starts: when it ended. A container's finishedAt is
+// truncated to the second, so the pod ended within the second that follows it; the
+// controller's own sighting of the end, when earlier than that, is closer and never before
+// the end. With neither, now.
+func (x *decider) endTime(pod *corev1.Pod) time.Time {
+	end := x.now
+	if f := finishedAt(pod); !f.IsZero() {
+		end = f.Add(time.Second)
+	}
+	if seen, ok := x.endSeen[pod.UID]; ok && seen.Before(end) {
+		end = seen
+	}
+	return end
+}
+
+// mayRestart reports whether a replica whose pod ended, as its status reports it, is to be
+// restarted: the job goes on, its policy asks for it, and restarts are left.
+func (x *decider) mayRestart(g *Group, s batch.ReplicaStatus) bool {
+	return !x.finished && !x.paused && wantsRestart(*g, s) && restartsLeft(*g, x.plan, s.RestartCount, x.totalRestarts)
+}
+
+func wantsRestart(g Group, s batch.ReplicaStatus) bool {
+	failed := s.Phase == batch.ReplicaFailed
+	switch g.Restart {
+	case batch.RestartAlways:
+		return true
+	case batch.RestartOnFailure:
+		return failed
+	case batch.RestartExitCode:
+		return failed && retryableExitCodes[statusExitCode(s)]
+	default:
+		return false
+	}
+}
+
+func restartsLeft(g Group, plan *Plan, replicaRestarts, totalRestarts int32) bool {
+	if g.Limit != nil && replicaRestarts >= *g.Limit {
+		return false
+	}
+	return plan.BackoffLimit == nil || totalRestarts < *plan.BackoffLimit
+}

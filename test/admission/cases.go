@@ -1,6 +1,14 @@
 package admission
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
+
+// MaxReplicas is the most replicas a job may have, all its replica types together: the
+// CRDs' limit (pkg/apis/batch/v1beta1), chosen so that the largest job's status fits in one
+// object (status_size_test.go).
+const MaxReplicas = 750
 
 // Case is one object the API server must accept or refuse at admission.
 type Case struct {
@@ -142,6 +150,58 @@ var Cases = []Case{
 		set(o, map[string]any{"image": "tb", "trainingLogFilesets": []any{"t9k://pvc/logs/run"}}, "spec", "tensorboardSpec")
 	}, ""},
 	{"XGBoost type", "xgboost-example.yaml", func(o map[string]any) { set(o, "ps", "spec", "replicaSpecs", 1, "type") }, "must be master or worker"},
+
+	// The replica limit: MaxReplicas in all, for every kind; at the limit and one over.
+	{"GenericJob with the most replicas", "generic-example.yaml", func(o map[string]any) { set(o, MaxReplicas, "spec", "replicaSpecs", 0, "replicas") }, ""},
+	{"GenericJob with one replica too many", "generic-example.yaml", func(o map[string]any) { set(o, MaxReplicas+1, "spec", "replicaSpecs", 0, "replicas") }, tooManyReplicas},
+	{"GenericJob with the most replicas over two types", "generic-example.yaml", func(o map[string]any) {
+		set(o, MaxReplicas-10, "spec", "replicaSpecs", 0, "replicas")
+		addType(o, "ps", 10)
+	}, ""},
+	{"GenericJob over the limit with two types", "generic-example.yaml", func(o map[string]any) {
+		set(o, MaxReplicas-10, "spec", "replicaSpecs", 0, "replicas")
+		addType(o, "ps", 11)
+	}, tooManyReplicas},
+	// A type without replicas has one.
+	{"GenericJob over the limit by a type's default replica", "generic-example.yaml", func(o map[string]any) {
+		set(o, MaxReplicas, "spec", "replicaSpecs", 0, "replicas")
+		addType(o, "ps", nil)
+	}, tooManyReplicas},
+	{"MPIJob with the most workers", "mpi-example.yaml", func(o map[string]any) { set(o, MaxReplicas-1, "spec", "worker", "replicas") }, ""},
+	{"MPIJob with one worker too many (the launcher counts)", "mpi-example.yaml", func(o map[string]any) { set(o, MaxReplicas, "spec", "worker", "replicas") }, tooManyWorkers},
+	{"ColossalAIJob with the most workers", "colossalai-example.yaml", func(o map[string]any) { set(o, MaxReplicas-1, "spec", "worker", "replicas") }, ""},
+	{"ColossalAIJob with one worker too many (the launcher counts)", "colossalai-example.yaml", func(o map[string]any) { set(o, MaxReplicas, "spec", "worker", "replicas") }, tooManyWorkers},
+	{"TensorFlowTrainingJob with the most replicas", "tensorflow-example.yaml", func(o map[string]any) {
+		set(o, MaxReplicas-3, "spec", "replicaSpecs", 0, "replicas")
+		addType(o, "chief", 1)
+		addType(o, "ps", 1)
+		addType(o, "evaluator", nil)
+	}, ""},
+	{"TensorFlowTrainingJob with one replica too many", "tensorflow-example.yaml", func(o map[string]any) {
+		set(o, MaxReplicas-2, "spec", "replicaSpecs", 0, "replicas")
+		addType(o, "chief", 1)
+		addType(o, "ps", 1)
+		addType(o, "evaluator", nil)
+	}, tooManyReplicas},
+	{"XGBoostTrainingJob with the most replicas", "xgboost-example.yaml", func(o map[string]any) { set(o, MaxReplicas-1, "spec", "replicaSpecs", 1, "replicas") }, ""},
+	{"XGBoostTrainingJob with one replica too many", "xgboost-example.yaml", func(o map[string]any) { set(o, MaxReplicas, "spec", "replicaSpecs", 1, "replicas") }, tooManyReplicas},
+}
+
+// The messages of the replica limit.
+var (
+	tooManyReplicas = fmt.Sprintf("spec.replicaSpecs[*].replicas add up to more than %d", MaxReplicas)
+	tooManyWorkers  = fmt.Sprintf("spec.worker.replicas is more than %d", MaxReplicas-1)
+)
+
+// addType adds a replica type made from the first one, with replicas (none when nil).
+func addType(o map[string]any, replicaType string, replicas any) {
+	r := deepCopyValue(get(o, "spec", "replicaSpecs", 0)).(map[string]any)
+	r["type"] = replicaType
+	delete(r, "replicas")
+	if replicas != nil {
+		r["replicas"] = replicas
+	}
+	set(o, append(get(o, "spec", "replicaSpecs").([]any), r), "spec", "replicaSpecs")
 }
 
 // UpdateCase is an update the API server must accept or refuse.

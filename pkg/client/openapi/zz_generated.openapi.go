@@ -668,7 +668,7 @@ func schema_pkg_apis_batch_v1beta1_ColossalAIWorkerSpec(ref common.ReferenceCall
 				Properties: map[string]spec.Schema{
 					"replicas": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Replicas is the number of workers. Defaults to 1.",
+							Description: "Replicas is the number of workers. Defaults to 1. At most 749: with the launcher, a job has at most 750 replicas (the status lists every replica, in one object).",
 							Type:        []string{"integer"},
 							Format:      "int32",
 						},
@@ -1026,7 +1026,7 @@ func schema_pkg_apis_batch_v1beta1_GenericJobSpec(ref common.ReferenceCallback) 
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "ReplicaSpecs lists the replica types of the job, each with its count, pod template and restart policy. Types must be unique.",
+							Description: "ReplicaSpecs lists the replica types of the job, each with its count, pod template and restart policy. Types must be unique, and their replicas add up to at most 750 (the status lists every replica, in one object).",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -1508,7 +1508,7 @@ func schema_pkg_apis_batch_v1beta1_MPIWorkerSpec(ref common.ReferenceCallback) c
 				Properties: map[string]spec.Schema{
 					"replicas": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Replicas is the number of workers. Defaults to 1.",
+							Description: "Replicas is the number of workers. Defaults to 1. At most 749: with the launcher, a job has at most 750 replicas (the status lists every replica, in one object).",
 							Type:        []string{"integer"},
 							Format:      "int32",
 						},
@@ -2223,7 +2223,7 @@ func schema_pkg_apis_batch_v1beta1_TensorFlowTrainingJobSpec(ref common.Referenc
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "ReplicaSpecs lists the replica types: chief (at most one), worker, ps and evaluator. Types must be unique.",
+							Description: "ReplicaSpecs lists the replica types: chief (at most one), worker, ps and evaluator. Types must be unique, and their replicas add up to at most 750 (the status lists every replica, in one object).",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -2564,7 +2564,7 @@ func schema_pkg_apis_batch_v1beta1_XGBoostTrainingJobSpec(ref common.ReferenceCa
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "ReplicaSpecs lists the replica types: exactly one master, and workers.",
+							Description: "ReplicaSpecs lists the replica types: exactly one master, and workers; their replicas add up to at most 750 (the status lists every replica, in one object).",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

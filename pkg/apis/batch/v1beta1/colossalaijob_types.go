@@ -95,10 +95,12 @@ type ColossalAILauncher struct {
 // ColossalAIWorkerSpec configures the workers of a ColossalAIJob.
 // +kubebuilder:validation:XValidation:rule="has(self.template.spec) && self.template.spec.containers.exists(c, c.name == 'worker')",message="worker.template.spec.containers must include a container named worker: it is the training container"
 type ColossalAIWorkerSpec struct {
-	// Replicas is the number of workers. Defaults to 1.
+	// Replicas is the number of workers. Defaults to 1. At most 749: with the launcher, a job
+	// has at most 750 replicas (the status lists every replica, in one object).
 	// +optional
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:validation:Maximum=750
+	// +kubebuilder:validation:XValidation:rule="self + 1 <= 750",message="spec.worker.replicas is more than 749: a job may have at most 750 replicas, the launcher included, since its status lists every replica and must fit in one object; split the job or use fewer workers"
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// ProcPerWorker is the number of training processes on each worker. Defaults to 1.

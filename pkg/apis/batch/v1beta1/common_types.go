@@ -401,7 +401,7 @@ type TrainingReplicaSpec struct {
 	// Replicas is the number of replicas of this type. Defaults to 1.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:validation:Maximum=750
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// RestartPolicy overrides the template's pod restart policy: Never, OnFailure, Always or

@@ -47,11 +47,13 @@ type GenericJob struct {
 // +kubebuilder:validation:XValidation:rule="(has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.enabled) && oldSelf.runMode.pause.enabled) || (has(self.runMode) && has(self.runMode.pause) && has(self.runMode.pause.enabled) && self.runMode.pause.enabled) || ((has(self.runMode) && has(self.runMode.debug)) == (has(oldSelf.runMode) && has(oldSelf.runMode.debug)) && (!(has(self.runMode) && has(self.runMode.debug)) || self.runMode.debug == oldSelf.runMode.debug))",message="spec.runMode.debug cannot change while the job runs, since its replicas were created with it: pause the job first (spec.runMode.pause.enabled: true), change it, then resume; or create a new job"
 type GenericJobSpec struct {
 	// ReplicaSpecs lists the replica types of the job, each with its count, pod template and
-	// restart policy. Types must be unique.
+	// restart policy. Types must be unique, and their replicas add up to at most 750 (the
+	// status lists every replica, in one object).
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.map(r, has(r.replicas) ? r.replicas : 1).sum() <= 750",message="spec.replicaSpecs[*].replicas add up to more than 750, the most replicas one job may have: its status lists every replica and must fit in one object; split the job or use fewer replicas"
 	ReplicaSpecs []GenericReplicaSpec `json:"replicaSpecs"`
 
 	// SuccessRules: the job succeeds as soon as one rule holds. A rule maps replica types to
@@ -112,7 +114,7 @@ type GenericReplicaSpec struct {
 	// Replicas is the number of replicas of this type. Defaults to 1.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:validation:Maximum=750
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// RestartPolicy says whether a failed replica is restarted, and how often at most.

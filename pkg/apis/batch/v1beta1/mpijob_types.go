@@ -80,10 +80,12 @@ type MPIJobSpec struct {
 // MPIWorkerSpec configures the workers of an MPIJob.
 // +kubebuilder:validation:XValidation:rule="has(self.template.spec) && self.template.spec.containers.exists(c, c.name == 'mpi-worker')",message="worker.template.spec.containers must include a container named mpi-worker: it runs the MPI processes"
 type MPIWorkerSpec struct {
-	// Replicas is the number of workers. Defaults to 1.
+	// Replicas is the number of workers. Defaults to 1. At most 749: with the launcher, a job
+	// has at most 750 replicas (the status lists every replica, in one object).
 	// +optional
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:validation:Maximum=750
+	// +kubebuilder:validation:XValidation:rule="self + 1 <= 750",message="spec.worker.replicas is more than 749: a job may have at most 750 replicas, the launcher included, since its status lists every replica and must fit in one object; split the job or use fewer workers"
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// ExtraMPIArgs are passed to mpirun before the command, e.g. ["-N", "3"] for three

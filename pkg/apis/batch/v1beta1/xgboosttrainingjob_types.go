@@ -42,11 +42,13 @@ type XGBoostTrainingJob struct {
 // +kubebuilder:validation:XValidation:rule="(has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.enabled) && oldSelf.runMode.pause.enabled) || (has(self.runMode) && has(self.runMode.pause) && has(self.runMode.pause.enabled) && self.runMode.pause.enabled) || (has(self.scheduler) == has(oldSelf.scheduler) && (!has(self.scheduler) || self.scheduler == oldSelf.scheduler))",message="spec.scheduler cannot change while the job runs, since its replicas were created from it: pause the job first (spec.runMode.pause.enabled: true), change it, then resume; or create a new job"
 // +kubebuilder:validation:XValidation:rule="(has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.enabled) && oldSelf.runMode.pause.enabled) || (has(self.runMode) && has(self.runMode.pause) && has(self.runMode.pause.enabled) && self.runMode.pause.enabled) || ((has(self.runMode) && has(self.runMode.debug)) == (has(oldSelf.runMode) && has(oldSelf.runMode.debug)) && (!(has(self.runMode) && has(self.runMode.debug)) || self.runMode.debug == oldSelf.runMode.debug))",message="spec.runMode.debug cannot change while the job runs, since its replicas were created from it: pause the job first (spec.runMode.pause.enabled: true), change it, then resume; or create a new job"
 type XGBoostTrainingJobSpec struct {
-	// ReplicaSpecs lists the replica types: exactly one master, and workers.
+	// ReplicaSpecs lists the replica types: exactly one master, and workers; their replicas
+	// add up to at most 750 (the status lists every replica, in one object).
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=2
+	// +kubebuilder:validation:XValidation:rule="self.map(r, has(r.replicas) ? r.replicas : 1).sum() <= 750",message="spec.replicaSpecs[*].replicas add up to more than 750, the most replicas one job may have: its status lists every replica and must fit in one object; split the job or use fewer replicas"
 	ReplicaSpecs []TrainingReplicaSpec `json:"replicaSpecs"`
 
 	// RunPolicy bounds the job's restarts and run time, and cleans up after it.

@@ -27,7 +27,8 @@ import (
 //
 // ColossalAIWorkerSpec configures the workers of a ColossalAIJob.
 type ColossalAIWorkerSpecApplyConfiguration struct {
-	// Replicas is the number of workers. Defaults to 1.
+	// Replicas is the number of workers. Defaults to 1. At most 749: with the launcher, a job
+	// has at most 750 replicas (the status lists every replica, in one object).
 	Replicas *int32 `json:"replicas,omitempty"`
 	// ProcPerWorker is the number of training processes on each worker. Defaults to 1.
 	ProcPerWorker *int32 `json:"procPerWorker,omitempty"`

@@ -28,7 +28,8 @@ import (
 // GenericJobSpec is the desired state of a GenericJob.
 type GenericJobSpecApplyConfiguration struct {
 	// ReplicaSpecs lists the replica types of the job, each with its count, pod template and
-	// restart policy. Types must be unique.
+	// restart policy. Types must be unique, and their replicas add up to at most 750 (the
+	// status lists every replica, in one object).
 	ReplicaSpecs []GenericReplicaSpecApplyConfiguration `json:"replicaSpecs,omitempty"`
 	// SuccessRules: the job succeeds as soon as one rule holds. A rule maps replica types to
 	// ranks, e.g. {"worker": [0, 1]}, and holds when all those replicas have succeeded.

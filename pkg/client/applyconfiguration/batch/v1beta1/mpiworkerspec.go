@@ -27,7 +27,8 @@ import (
 //
 // MPIWorkerSpec configures the workers of an MPIJob.
 type MPIWorkerSpecApplyConfiguration struct {
-	// Replicas is the number of workers. Defaults to 1.
+	// Replicas is the number of workers. Defaults to 1. At most 749: with the launcher, a job
+	// has at most 750 replicas (the status lists every replica, in one object).
 	Replicas *int32 `json:"replicas,omitempty"`
 	// ExtraMPIArgs are passed to mpirun before the command, e.g. ["-N", "3"] for three
 	// processes per worker.

@@ -24,7 +24,8 @@ package v1beta1
 // TensorFlowTrainingJobSpec is the desired state of a TensorFlowTrainingJob.
 type TensorFlowTrainingJobSpecApplyConfiguration struct {
 	// ReplicaSpecs lists the replica types: chief (at most one), worker, ps and evaluator.
-	// Types must be unique.
+	// Types must be unique, and their replicas add up to at most 750 (the status lists every
+	// replica, in one object).
 	ReplicaSpecs []TrainingReplicaSpecApplyConfiguration `json:"replicaSpecs,omitempty"`
 	// RunPolicy bounds the job's restarts and run time, and cleans up after it.
 	RunPolicy *TrainingRunPolicyApplyConfiguration `json:"runPolicy,omitempty"`

@@ -23,7 +23,8 @@ package v1beta1
 //
 // XGBoostTrainingJobSpec is the desired state of an XGBoostTrainingJob.
 type XGBoostTrainingJobSpecApplyConfiguration struct {
-	// ReplicaSpecs lists the replica types: exactly one master, and workers.
+	// ReplicaSpecs lists the replica types: exactly one master, and workers; their replicas
+	// add up to at most 750 (the status lists every replica, in one object).
 	ReplicaSpecs []TrainingReplicaSpecApplyConfiguration `json:"replicaSpecs,omitempty"`
 	// RunPolicy bounds the job's restarts and run time, and cleans up after it.
 	RunPolicy *TrainingRunPolicyApplyConfiguration `json:"runPolicy,omitempty"`

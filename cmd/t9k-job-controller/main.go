@@ -19,17 +19,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
@@ -38,6 +36,7 @@ import (
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/colossalaijob"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/genericjob"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/leadership"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/mpijob"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/tensorflowjob"
@@ -54,6 +53,9 @@ type options struct {
 	leaderElect    bool
 	leaseNamespace string
 	leaseName      string
+	leaseDuration  time.Duration
+	renewDeadline  time.Duration
+	retryPeriod    time.Duration
 	bindAddress    string
 	profiling      bool
 }
@@ -69,6 +71,12 @@ func main() {
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader among replicas of the controller with a Lease, so that one runs at a time")
 	fs.StringVar(&o.leaseNamespace, "leader-elect-namespace", "", "namespace of the leader election Lease; the controller's own namespace (or default) when empty")
 	fs.StringVar(&o.leaseName, "leader-elect-name", "t9k-job-controller", "name of the leader election Lease")
+	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second,
+		"how long the other replicas wait after the leader's last renewal of the Lease before one of them takes it; whole seconds")
+	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second,
+		"how long the leader may go without renewing the Lease; past it, it writes nothing more and exits. Shorter than the lease duration")
+	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", 2*time.Second,
+		"time between two attempts to take or renew the Lease")
 	fs.StringVar(&o.bindAddress, "bind-address", ":8080", "address of /metrics, /healthz and /readyz")
 	fs.BoolVar(&o.profiling, "profiling", false, "serve Go profiles at /debug/pprof/ on --bind-address")
 	features.Gates.AddFlag(fs)
@@ -96,11 +104,23 @@ func run(ctx context.Context, o options) error {
 	config.QPS, config.Burst = float32(o.qps), o.burst
 	config.UserAgent = "t9k-job-controller"
 	config.Wrap(metrics.CountRequests)
-	// Built-in kinds travel as protobuf, which costs the API server (and us) less than JSON;
-	// the job kinds are custom resources, which only speak JSON.
-	kubeConfig := rest.CopyConfig(config)
-	kubeConfig.ContentType = "application/vnd.kubernetes.protobuf"
-	kubeConfig.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	// The Lease is renewed with a client of its own, outside the fence: its renewals are what
+	// keeps the fence open.
+	election, err := kubernetes.NewForConfig(protobuf(config))
+	if err != nil {
+		return err
+	}
+	// With leader election every write that runs jobs, events included, asks the fence first:
+	// none once this process cannot know that it still leads. Without, nothing is fenced.
+	var fence *leadership.Fence
+	if o.leaderElect {
+		if err := checkLeaseTimings(o); err != nil {
+			return err
+		}
+		fence = leadership.New(o.renewDeadline, clock.RealClock{})
+		config.Wrap(fence.WrapTransport)
+	}
+	kubeConfig := protobuf(config)
 	kube, err := kubernetes.NewForConfig(kubeConfig)
 	if err != nil {
 		return err
@@ -109,7 +129,12 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := checkCRDs(kube); err != nil {
+	// Jobs without managedFields: the cache is smaller, and so is every status write, which
+	// sends the whole object (the API server keeps the managedFields a write leaves out).
+	jobFactory := jobinformers.NewSharedInformerFactoryWithOptions(jobs, 0, jobinformers.WithNamespace(o.namespace),
+		jobinformers.WithTransform(dropManagedFields))
+	kinds := adapters(jobs, jobFactory)
+	if err := checkCRDs(kube.Discovery(), kinds); err != nil {
 		return err
 	}
 
@@ -128,39 +153,42 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	runControllers := func(ctx context.Context) {
-		runAll(ctx, o, kube, jobs, events, &ready)
+		runAll(ctx, o, kube, jobFactory, kinds, events, &ready)
 	}
 	if !o.leaderElect {
 		runControllers(ctx)
 		return nil
 	}
-	return leaderElect(ctx, o, kube, runControllers, logger)
+	return leaderElect(ctx, o, election, fence, runControllers, logger)
 }
 
-// checkCRDs refuses to start without the API: the informers would retry forever, silently.
-func checkCRDs(kube kubernetes.Interface) error {
-	resources, err := kube.Discovery().ServerResourcesForGroupVersion(batch.SchemeGroupVersion.String())
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("the API %s is not installed: install the CRDs with `kubectl apply -f manifests/crds/`", batch.SchemeGroupVersion)
+// protobuf returns a copy of config for the built-in kinds, which travel as protobuf: it costs
+// the API server (and us) less than JSON. The job kinds are custom resources, which only speak
+// JSON.
+func protobuf(config *rest.Config) *rest.Config {
+	c := rest.CopyConfig(config)
+	c.ContentType = "application/vnd.kubernetes.protobuf"
+	c.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	return c
+}
+
+// adapters is every kind the controller runs, one adapter each. The CRDs checked for at start
+// are theirs, so a kind added here is checked for too.
+func adapters(jobs versioned.Interface, f jobinformers.SharedInformerFactory) []engine.Adapter {
+	b := f.Batch().V1beta1()
+	return []engine.Adapter{
+		genericjob.New(jobs, b.GenericJobs()),
+		mpijob.New(jobs, b.MPIJobs()),
+		colossalaijob.New(jobs, b.ColossalAIJobs()),
+		tensorflowjob.New(jobs, b.TensorFlowTrainingJobs()),
+		xgboostjob.New(jobs, b.XGBoostTrainingJobs()),
 	}
-	if err != nil {
-		return fmt.Errorf("checking for the API %s: %w", batch.SchemeGroupVersion, err)
-	}
-	for _, r := range resources.APIResources {
-		if r.Kind == "GenericJob" {
-			return nil
-		}
-	}
-	return fmt.Errorf("the API %s has no GenericJob: install the current CRDs with `kubectl apply -f manifests/crds/`", batch.SchemeGroupVersion)
 }
 
 // runAll starts the informers and the controller of every kind, and returns once ctx ends
 // and in-flight syncs are done.
-func runAll(ctx context.Context, o options, kube kubernetes.Interface, jobs versioned.Interface, events kubernetes.Interface, ready *atomic.Bool) {
-	// Jobs without managedFields too: the cache is smaller, and so is every status write, which
-	// sends the whole object (the API server keeps the managedFields a write leaves out).
-	jobFactory := jobinformers.NewSharedInformerFactoryWithOptions(jobs, 0, jobinformers.WithNamespace(o.namespace),
-		jobinformers.WithTransform(dropManagedFields))
+func runAll(ctx context.Context, o options, kube kubernetes.Interface, jobFactory jobinformers.SharedInformerFactory,
+	kinds []engine.Adapter, events kubernetes.Interface, ready *atomic.Bool) {
 	// Pods, services, secrets and config maps: only the project's children, without
 	// managedFields (memory).
 	kubeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
@@ -172,12 +200,9 @@ func runAll(ctx context.Context, o options, kube kubernetes.Interface, jobs vers
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "t9k-job-controller"})
 
-	controllers := []*engine.Controller{
-		engine.New(genericjob.New(jobs, jobFactory.Batch().V1beta1().GenericJobs()), kube, kubeFactory, recorder),
-		engine.New(mpijob.New(jobs, jobFactory.Batch().V1beta1().MPIJobs()), kube, kubeFactory, recorder),
-		engine.New(colossalaijob.New(jobs, jobFactory.Batch().V1beta1().ColossalAIJobs()), kube, kubeFactory, recorder),
-		engine.New(tensorflowjob.New(jobs, jobFactory.Batch().V1beta1().TensorFlowTrainingJobs()), kube, kubeFactory, recorder),
-		engine.New(xgboostjob.New(jobs, jobFactory.Batch().V1beta1().XGBoostTrainingJobs()), kube, kubeFactory, recorder),
+	controllers := make([]*engine.Controller, 0, len(kinds))
+	for _, a := range kinds {
+		controllers = append(controllers, engine.New(a, kube, kubeFactory, recorder))
 	}
 	jobFactory.Start(ctx.Done())
 	kubeFactory.Start(ctx.Done())
@@ -206,44 +231,6 @@ func dropManagedFields(obj any) (any, error) {
 		accessor.SetManagedFields(nil)
 	}
 	return obj, nil
-}
-
-func leaderElect(ctx context.Context, o options, kube kubernetes.Interface, run func(context.Context), logger klog.Logger) error {
-	namespace := o.leaseNamespace
-	if namespace == "" {
-		namespace = "default"
-		if data, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
-			namespace = string(data)
-		}
-	}
-	host, _ := os.Hostname()
-	id := fmt.Sprintf("%s_%d", host, os.Getpid())
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, namespace, o.leaseName, kube.CoreV1(), kube.CoordinationV1(),
-		resourcelock.ResourceLockConfig{Identity: id})
-	if err != nil {
-		return err
-	}
-	var lost error
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   15 * time.Second,
-		RenewDeadline:   10 * time.Second,
-		RetryPeriod:     2 * time.Second,
-		ReleaseOnCancel: true,
-		Name:            o.leaseName,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				logger.Info("Leading", "lease", namespace+"/"+o.leaseName, "identity", id)
-				run(ctx)
-			},
-			OnStoppedLeading: func() {
-				if ctx.Err() == nil {
-					lost = errors.New("lost the leader election lease")
-				}
-			},
-		},
-	})
-	return lost
 }
 
 func serve(addr string, profiling bool, ready *atomic.Bool) *http.Server {

@@ -1,27 +1,109 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned/fake"
+	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 )
 
-// TestRefusesToStartWithoutCRDs: without the API the controller says how to install it.
+// kinds is every kind the controller runs, as main registers them.
+func kinds() []engine.Adapter {
+	jobs := fake.NewClientset()
+	return adapters(jobs, jobinformers.NewSharedInformerFactory(jobs, 0))
+}
+
+// served makes the fake discovery serve these kinds of batch.tensorstack.dev/v1beta1, with
+// their status subresources.
+func served(kube *kubefake.Clientset, kinds ...string) {
+	list := &metav1.APIResourceList{GroupVersion: "batch.tensorstack.dev/v1beta1"}
+	for _, k := range kinds {
+		plural := strings.ToLower(k) + "s"
+		list.APIResources = append(list.APIResources,
+			metav1.APIResource{Name: plural, Kind: k, Namespaced: true},
+			metav1.APIResource{Name: plural + "/status", Kind: k, Namespaced: true})
+	}
+	kube.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{list}
+}
+
+// TestRefusesToStartWithoutCRDs: the controller starts only when every kind it runs is
+// served, and otherwise names each missing kind and the file that installs it.
 func TestRefusesToStartWithoutCRDs(t *testing.T) {
+	all := []string{"GenericJob", "MPIJob", "ColossalAIJob", "TensorFlowTrainingJob", "XGBoostTrainingJob"}
+	if got := len(kinds()); got != len(all) {
+		t.Fatalf("the controller runs %d kinds, the test knows %d: add the new kind to the test", got, len(all))
+	}
 	kube := kubefake.NewClientset()
-	err := checkCRDs(kube)
-	if err == nil || !strings.Contains(err.Error(), "kubectl apply -f manifests/crds/") {
-		t.Fatalf("want a message naming the fix, got %v", err)
+
+	err := checkCRDs(kube.Discovery(), kinds())
+	if err == nil || !strings.Contains(err.Error(), "kubectl apply -f manifests/crds/") ||
+		!strings.Contains(err.Error(), strings.Join(all, ", ")+" of batch.tensorstack.dev/v1beta1") {
+		t.Fatalf("without the API: want every kind named and the fix, got %v", err)
 	}
 
-	kube.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{{
-		GroupVersion: "batch.tensorstack.dev/v1beta1",
-		APIResources: []metav1.APIResource{{Name: "genericjobs", Kind: "GenericJob"}},
-	}}
-	if err := checkCRDs(kube); err != nil {
-		t.Fatalf("with the CRDs installed: %v", err)
+	served(kube, all...)
+	if err := checkCRDs(kube.Discovery(), kinds()); err != nil {
+		t.Fatalf("with every CRD installed: %v", err)
+	}
+
+	served(kube, "GenericJob", "ColossalAIJob", "TensorFlowTrainingJob")
+	err = checkCRDs(kube.Discovery(), kinds())
+	want := "the API server does not serve MPIJob, XGBoostTrainingJob of batch.tensorstack.dev/v1beta1: " +
+		"install the CRDs with `kubectl apply -f manifests/crds/`, or just the missing ones with " +
+		"`kubectl apply -f manifests/crds/batch.tensorstack.dev_mpijobs.yaml -f manifests/crds/batch.tensorstack.dev_xgboosttrainingjobs.yaml`"
+	if err == nil || err.Error() != want {
+		t.Fatalf("with two CRDs missing:\n got %v\nwant %s", err, want)
+	}
+}
+
+// TestCRDFilesNamedInMessages: the file the message names for each kind is its CRD.
+func TestCRDFilesNamedInMessages(t *testing.T) {
+	for _, a := range kinds() {
+		gvk := a.GroupVersionKind()
+		data, err := os.ReadFile(filepath.Join("..", "..", crdFile(gvk)))
+		if err != nil {
+			t.Fatalf("%s: %v", gvk.Kind, err)
+		}
+		if !strings.Contains(string(data), "\n    kind: "+gvk.Kind+"\n") {
+			t.Errorf("%s does not define %s", crdFile(gvk), gvk.Kind)
+		}
+	}
+}
+
+// TestLeaseTimings: timings with which two replicas could lead at once are refused, naming
+// the flag.
+func TestLeaseTimings(t *testing.T) {
+	ok := options{leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second}
+	if err := checkLeaseTimings(ok); err != nil {
+		t.Fatalf("the defaults: %v", err)
+	}
+	fast := options{leaseDuration: 4 * time.Second, renewDeadline: 3 * time.Second, retryPeriod: time.Second}
+	if err := checkLeaseTimings(fast); err != nil {
+		t.Fatalf("%+v: %v", fast, err)
+	}
+	for _, tc := range []struct {
+		change func(*options)
+		flag   string
+	}{
+		{func(o *options) { o.leaseDuration = 15500 * time.Millisecond }, "--leader-elect-lease-duration"},
+		{func(o *options) { o.leaseDuration = 0 }, "--leader-elect-lease-duration"},
+		{func(o *options) { o.renewDeadline = 15 * time.Second }, "--leader-elect-renew-deadline"},
+		{func(o *options) { o.retryPeriod = 9 * time.Second }, "--leader-elect-retry-period"},
+		{func(o *options) { o.retryPeriod = 0 }, "--leader-elect-retry-period"},
+	} {
+		o := ok
+		tc.change(&o)
+		if err := checkLeaseTimings(o); err == nil || !strings.HasPrefix(err.Error(), tc.flag) {
+			t.Errorf("%+v: want an error naming %s, got %v", o, tc.flag, err)
+		}
 	}
 }

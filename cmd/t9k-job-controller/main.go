@@ -1,5 +1,5 @@
 // Command t9k-job-controller runs the jobs of batch.tensorstack.dev: it watches the job kinds
-// and their pods and services, and drives each job to the end its spec describes.
+// and their children, and drives each job to the end its spec describes.
 package main
 
 import (
@@ -56,6 +56,7 @@ type options struct {
 	leaseDuration  time.Duration
 	renewDeadline  time.Duration
 	retryPeriod    time.Duration
+	resyncPeriod   time.Duration
 	bindAddress    string
 	profiling      bool
 }
@@ -68,6 +69,8 @@ func main() {
 	fs.IntVar(&o.workers, "workers", 8, "jobs of one kind synced at once")
 	fs.Float64Var(&o.qps, "kube-api-qps", 200, "steady requests per second to the API server")
 	fs.IntVar(&o.burst, "kube-api-burst", 400, "requests allowed in a burst above --kube-api-qps")
+	fs.DurationVar(&o.resyncPeriod, "resync-period", 10*time.Minute,
+		"how often every job is synced even when nothing about it changed: a safety net for an event that never came (0: never)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader among replicas of the controller with a Lease, so that one runs at a time")
 	fs.StringVar(&o.leaseNamespace, "leader-elect-namespace", "", "namespace of the leader election Lease; the controller's own namespace (or default) when empty")
 	fs.StringVar(&o.leaseName, "leader-elect-name", "t9k-job-controller", "name of the leader election Lease")
@@ -130,8 +133,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	// Jobs without managedFields: the cache is smaller, and so is every status write, which
-	// sends the whole object (the API server keeps the managedFields a write leaves out).
-	jobFactory := jobinformers.NewSharedInformerFactoryWithOptions(jobs, 0, jobinformers.WithNamespace(o.namespace),
+	// sends the whole object (the API server keeps the managedFields a write leaves out). The
+	// resync brings every job back now and then, should an event it waited for never come.
+	jobFactory := jobinformers.NewSharedInformerFactoryWithOptions(jobs, o.resyncPeriod, jobinformers.WithNamespace(o.namespace),
 		jobinformers.WithTransform(dropManagedFields))
 	kinds := adapters(jobs, jobFactory)
 	if err := checkCRDs(kube.Discovery(), kinds); err != nil {
@@ -189,7 +193,7 @@ func adapters(jobs versioned.Interface, f jobinformers.SharedInformerFactory) []
 // and in-flight syncs are done.
 func runAll(ctx context.Context, o options, kube kubernetes.Interface, jobFactory jobinformers.SharedInformerFactory,
 	kinds []engine.Adapter, events kubernetes.Interface, ready *atomic.Bool) {
-	// Pods, services, secrets and config maps: only the project's children, without
+	// The children, of every kind the engine's table lists: only the project's, without
 	// managedFields (memory).
 	kubeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
 		informers.WithNamespace(o.namespace),

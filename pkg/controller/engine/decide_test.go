@@ -549,3 +549,13 @@ func TestRestartBackoff(t *testing.T) {
 		}
 	}
 }
+
+func TestListed(t *testing.T) {
+	names := []string{"a", "b", "c", "d"}
+	if got := listed(names, 4); got != "a, b, c, d" {
+		t.Errorf("listed(4 names, 4) = %q", got)
+	}
+	if got := listed(names, 2); got != "a, b and 2 more" {
+		t.Errorf("listed(4 names, 2) = %q", got)
+	}
+}

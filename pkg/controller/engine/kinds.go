@@ -16,8 +16,9 @@ import (
 // handlers, expectations, caches and writes loop over that table.
 type ChildKind struct {
 	Kind ObjectKind
-	// Resource is the kind's plural, as RBAC, metrics and events name it.
-	Resource string
+	// Group and Resource name the kind's API resource, as RBAC does; metrics and events name
+	// it by Resource.
+	Group, Resource string
 	// BeforePods: pods may mount it, so it is created and updated before the pods of a sync.
 	BeforePods bool
 	// Informer is the kind's shared informer in the factory of the project's children.
@@ -32,29 +33,33 @@ type ChildKind struct {
 
 // childKinds is the table of the kinds of children. Pods come first: they are the replicas.
 var childKinds = []ChildKind{
-	childKind(PodKind, "pods", false, func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+	childKind(PodKind, "", "pods", false, func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 		return f.Core().V1().Pods().Informer()
 	},
 		func(kube kubernetes.Interface, ns string) client[*corev1.Pod] { return kube.CoreV1().Pods(ns) }),
-	childKind(ServiceKind, "services", false, func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+	childKind(ServiceKind, "", "services", false, func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 		return f.Core().V1().Services().Informer()
 	},
 		func(kube kubernetes.Interface, ns string) client[*corev1.Service] { return kube.CoreV1().Services(ns) }),
-	childKind(SecretKind, "secrets", true, func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+	childKind(SecretKind, "", "secrets", true, func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 		return f.Core().V1().Secrets().Informer()
 	},
 		func(kube kubernetes.Interface, ns string) client[*corev1.Secret] { return kube.CoreV1().Secrets(ns) }),
-	childKind(ConfigMapKind, "configmaps", true, func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+	childKind(ConfigMapKind, "", "configmaps", true, func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 		return f.Core().V1().ConfigMaps().Informer()
 	}, func(kube kubernetes.Interface, ns string) client[*corev1.ConfigMap] {
 		return kube.CoreV1().ConfigMaps(ns)
 	}),
-	childKind(DeploymentKind, "deployments", false, func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+	childKind(DeploymentKind, "apps", "deployments", false, func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 		return f.Apps().V1().Deployments().Informer()
 	}, func(kube kubernetes.Interface, ns string) client[*appsv1.Deployment] {
 		return kube.AppsV1().Deployments(ns)
 	}),
 }
+
+// ChildKinds returns the table of child kinds (for checks that every kind is covered, such as
+// the controller's RBAC).
+func ChildKinds() []ChildKind { return append([]ChildKind(nil), childKinds...) }
 
 // client is what the engine uses of a typed client-go client.
 type client[T metav1.Object] interface {
@@ -65,10 +70,10 @@ type client[T metav1.Object] interface {
 }
 
 // childKind makes a table entry from a kind's typed client.
-func childKind[T metav1.Object](kind ObjectKind, resource string, beforePods bool, informer func(informers.SharedInformerFactory) cache.SharedIndexInformer,
+func childKind[T metav1.Object](kind ObjectKind, group, resource string, beforePods bool, informer func(informers.SharedInformerFactory) cache.SharedIndexInformer,
 	clientFor func(kube kubernetes.Interface, namespace string) client[T]) ChildKind {
 	return ChildKind{
-		Kind: kind, Resource: resource, BeforePods: beforePods, Informer: informer,
+		Kind: kind, Group: group, Resource: resource, BeforePods: beforePods, Informer: informer,
 		is: func(o metav1.Object) bool { _, ok := o.(T); return ok },
 		create: func(ctx context.Context, kube kubernetes.Interface, o metav1.Object) error {
 			_, err := clientFor(kube, o.GetNamespace()).Create(ctx, o.(T), metav1.CreateOptions{})

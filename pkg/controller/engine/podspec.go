@@ -10,7 +10,7 @@ import (
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
 
-// ChildName is the name of the pod and service of a replica: <job>-<type>-<rank>.
+// ChildName is the name of the pod and Service of a replica: <job>-<type>-<rank>.
 func ChildName(job, replicaType string, rank int32) string {
 	return fmt.Sprintf("%s-%s-%d", job, replicaType, rank)
 }

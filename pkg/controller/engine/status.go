@@ -40,7 +40,7 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused, re
 		endWith(set, outcome)
 	}
 	if len(failed) > 0 {
-		set(batch.JobReplicaFailure, true, "ReplicaFailed", "Failed replicas: "+strings.Join(failed, ", ")+".")
+		set(batch.JobReplicaFailure, true, "ReplicaFailed", "Failed replicas: "+listed(failed, 10)+".")
 	} else {
 		set(batch.JobReplicaFailure, false, "-", msgRunning)
 	}
@@ -92,6 +92,16 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused, re
 		}
 	}
 	sortConditions(s.Conditions)
+}
+
+// listed joins names for a message, the first most of a long list: a condition message is
+// part of the status, which must stay small for the largest job, and an event is read by a
+// person.
+func listed(names []string, most int) string {
+	if len(names) <= most {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
 }
 
 // runningMessage describes what a running job's pods run: status tells what the pods do,

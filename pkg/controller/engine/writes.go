@@ -65,7 +65,7 @@ func (w writeLog) String() string {
 	var parts []string
 	for i := range childKinds {
 		if names := w[&childKinds[i]]; len(names) > 0 {
-			parts = append(parts, childKinds[i].Resource+" "+summarize(names))
+			parts = append(parts, childKinds[i].Resource+" "+listed(names, 5))
 		}
 	}
 	return strings.Join(parts, "; ")
@@ -330,13 +330,4 @@ func uidsOf(objs []metav1.Object) []types.UID {
 		uids[i] = o.GetUID()
 	}
 	return uids
-}
-
-// summarize lists names for an event, the first few of a long list.
-func summarize(names []string) string {
-	const most = 5
-	if len(names) <= most {
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
 }

@@ -1,0 +1,44 @@
+package manifests
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/yaml"
+
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
+)
+
+// The controller may read and write every kind of child in the engine's table: a kind added
+// there without RBAC would be forbidden on a real cluster, whatever the fake clients allow.
+func TestRBACCoversEveryChildKind(t *testing.T) {
+	data, err := os.ReadFile("rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role *rbacv1.ClusterRole
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		r := &rbacv1.ClusterRole{}
+		if err := yaml.Unmarshal([]byte(doc), r); err == nil && r.Kind == "ClusterRole" {
+			role = r
+		}
+	}
+	if role == nil {
+		t.Fatal("no ClusterRole in rbac.yaml")
+	}
+	need := []string{"get", "list", "watch", "create", "update", "delete"}
+	for _, k := range engine.ChildKinds() {
+		granted := sets.New[string]()
+		for _, rule := range role.Rules {
+			if sets.New(rule.APIGroups...).Has(k.Group) && sets.New(rule.Resources...).Has(k.Resource) {
+				granted.Insert(rule.Verbs...)
+			}
+		}
+		if missing := sets.New(need...).Difference(granted); missing.Len() > 0 {
+			t.Errorf("the ClusterRole does not let the controller %v %s (group %q)", sets.List(missing), k.Resource, k.Group)
+		}
+	}
+}

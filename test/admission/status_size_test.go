@@ -221,7 +221,7 @@ func largestJob(replicas, nTypes int, entry func(name string, i int) batch.Repli
 			task.Replicas = append(task.Replicas, r)
 			task.RestartCount += r.RestartCount
 			if r.Phase == batch.ReplicaFailed {
-				failed = append(failed, fmt.Sprintf("%s (exit code %d)", r.Name, worstExitCode))
+				failed = append(failed, fmt.Sprintf("%s with exit code %d", r.Name, worstExitCode))
 			}
 		}
 		s.Tasks = append(s.Tasks, task)

@@ -184,7 +184,7 @@ func TestForensicsSurvivePodDeletion(t *testing.T) {
 		if r := replicaOf(second.Status, "job-worker-1"); r.Phase != batch.ReplicaDeleted || r.Node != "node-8" || len(r.Containers) != 1 {
 			t.Errorf("deleted running replica after clean-up: %+v, want its node and containers kept", r)
 		}
-		if !strings.Contains(condition(second.Status, batch.JobReplicaFailure).Message, "job-worker-0 (exit code 137)") {
+		if !strings.Contains(condition(second.Status, batch.JobReplicaFailure).Message, "job-worker-0 with exit code 137") {
 			t.Errorf("ReplicaFailure = %+v", condition(second.Status, batch.JobReplicaFailure))
 		}
 	})

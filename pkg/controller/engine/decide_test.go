@@ -228,7 +228,7 @@ func TestDecide(t *testing.T) {
 				if c := condition(d.Status, batch.JobCompleted); c.Status != corev1.ConditionFalse || c.Reason != "Failed" || c.Message != "failed" {
 					t.Errorf("Completed = %+v: want False with the failure's reason and message", c)
 				}
-				if c := condition(d.Status, batch.JobReplicaFailure); c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "job-worker-1 (exit code 1)") {
+				if c := condition(d.Status, batch.JobReplicaFailure); c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "job-worker-1 with exit code 1") {
 					t.Errorf("ReplicaFailure = %+v", c)
 				}
 			},

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -107,10 +106,7 @@ func finishedAt(pod *corev1.Pod) time.Time {
 
 // failureText names a failed replica with the exit code status keeps for it.
 func failureText(s batch.ReplicaStatus) string {
-	if code := statusExitCode(s); code != 0 {
-		return fmt.Sprintf("%s (exit code %d)", s.Name, code)
-	}
-	return s.Name
+	return s.Name + ExitText(statusExitCode(s))
 }
 
 // cleanUp returns the pods the plan's clean-up policy deletes once the job has ended, leaving

@@ -29,15 +29,7 @@ func TestRealMPIJobResizedWhilePaused(t *testing.T) {
 	if out, err := kubectl("delete", "-n", ns, "mpijob", "mpi-allreduce", "--wait=false"); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	job := &batch.MPIJob{}
-	data, err := os.ReadFile(filepath.Join(example, "allreduce.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.UnmarshalStrict(data, job); err != nil {
-		t.Fatal(err)
-	}
-	job.Name = "mpi-resized"
+	job := exampleMPIJob(t, "mpi-resized")
 	job.Spec.RunMode = &batch.RunMode{Pause: &batch.PauseMode{Enabled: true}}
 	jobs := env.jobs.BatchV1beta1().MPIJobs(ns)
 	if _, err := jobs.Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
@@ -92,4 +84,20 @@ func TestRealMPIJobResizedWhilePaused(t *testing.T) {
 	if _, err := env.kube.CoreV1().Pods(ns).Get(context.Background(), "mpi-resized-worker-2", metav1.GetOptions{}); err == nil {
 		t.Error("a third worker exists after the resize")
 	}
+}
+
+// exampleMPIJob is the MPIJob of examples/mpi under another name (its script's ConfigMap comes
+// with `kubectl apply -k examples/mpi`).
+func exampleMPIJob(t *testing.T, name string) *batch.MPIJob {
+	t.Helper()
+	job := &batch.MPIJob{}
+	data, err := os.ReadFile(filepath.Join(repoRoot, "examples", "mpi", "allreduce.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(data, job); err != nil {
+		t.Fatal(err)
+	}
+	job.Name = name
+	return job
 }

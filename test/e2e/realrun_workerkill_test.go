@@ -3,15 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
@@ -22,15 +19,7 @@ import (
 func TestRealMPIWorkerKilled(t *testing.T) {
 	ns := namespace(t)
 	needProcNode(t, ns)
-	job := &batch.MPIJob{}
-	data, err := os.ReadFile(filepath.Join(repoRoot, "examples", "mpi", "allreduce.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.UnmarshalStrict(data, job); err != nil {
-		t.Fatal(err)
-	}
-	job.Name = "mpi-killed"
+	job := exampleMPIJob(t, "mpi-killed")
 	job.Spec.Worker.Replicas = ptr.To[int32](2)
 	job.Spec.Worker.ExtraMPIArgs = []string{"-N", "1", "--allow-run-as-root"}
 	job.Spec.Worker.Cmd = []string{"/bin/sh", "-c", "echo rank running on $(hostname); exec sleep 600"}

@@ -3,7 +3,8 @@
 # (README, "The process node"): sshd for the launcher kinds' workers, OpenMPI and mpi4py for
 # real MPIJobs, PyTorch for the GenericJob and ColossalAIJob runs (gloo), XGBoost for
 # XGBoostTrainingJob, and iproute2 for the node's network namespaces. It needs root; elsewhere
-# it says what it would install and exits 0, and the tests that need the packages skip.
+# it says what it would install and exits 0, and the tests that need the packages skip (or
+# fail, where the environment variable CI is set).
 set -euo pipefail
 
 PACKAGES=(iproute2 openssh-server openssh-client openmpi-bin python3-mpi4py python3-torch python3-xgboost python3-numpy)
@@ -17,7 +18,7 @@ if (( ${#missing[@]} == 0 )); then
   exit 0
 fi
 if [[ $(id -u) != 0 ]]; then
-  echo "install-deps: not root, so not installing: ${missing[*]} (the real-run tests will skip)"
+  echo "install-deps: not root, so not installing: ${missing[*]} (the real-run tests will skip, or fail where CI is set)"
   exit 0
 fi
 echo "install-deps: installing ${missing[*]}"

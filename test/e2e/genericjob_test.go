@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/t9k-jobs/t9k-jobs/examples"
@@ -296,7 +298,8 @@ func TestDebugMode(t *testing.T) {
 }
 
 // TestCleanUpPolicies: when the job ends, All deletes every replica, Unfinished the running
-// ones, None none.
+// ones, None none. The pods left are checked once the controller has done all it will do
+// after the end (see settled), and must be the very pods the job ran, not replacements.
 func TestCleanUpPolicies(t *testing.T) {
 	for _, tc := range []struct {
 		policy batch.CleanUpPolicy
@@ -316,12 +319,73 @@ func TestCleanUpPolicies(t *testing.T) {
 				CleanUpPolicy: tc.policy,
 			}}
 			createJob(t, ns, job)
-			waitJob(t, ns, job.Name, "succeeded", inPhase(batch.JobSucceeded))
-			waitFor(t, "the clean-up", jobTimeout, func(context.Context) (bool, error) {
-				return strings.Join(podNames(t, ns), ",") == strings.Join(tc.left, ","), nil
+			uids := map[string]types.UID{}
+			waitFor(t, "both pods", jobTimeout, func(ctx context.Context) (bool, error) {
+				pods, err := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return false, nil
+				}
+				for _, p := range pods.Items {
+					uids[p.Name] = p.UID
+				}
+				return len(uids) == 2, nil
 			})
+			waitJob(t, ns, job.Name, "succeeded", inPhase(batch.JobSucceeded))
+			settled(t, ns, job.Name)
+			pods, err := env.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var left []string
+			for _, p := range pods.Items {
+				switch {
+				case p.DeletionTimestamp != nil:
+				case p.UID != uids[p.Name]:
+					t.Errorf("pod %s was replaced after the job ended", p.Name)
+				default:
+					left = append(left, p.Name)
+				}
+			}
+			if strings.Join(left, ",") != strings.Join(tc.left, ",") {
+				t.Errorf("pods left after the clean-up: %v, want %v", left, tc.left)
+			}
 		})
 	}
+}
+
+// settled returns once the controller has finished every sync of an ended job up to now,
+// the one that ended it and its clean-up included. It changes the job's spec harmlessly (a
+// failure rule, which an ended job no longer reads) and waits for status.observedGeneration
+// to show the change: the controller syncs one job at a time, writes that status only once a
+// sync's deletes are done, and decides the clean-up again in that sync.
+func settled(t *testing.T, ns, name string) {
+	t.Helper()
+	job := getJob(t, ns, name)
+	if !jobEnded(job) {
+		t.Fatalf("%s has not ended: phase %s", name, job.Status.Phase)
+	}
+	rules, err := json.Marshal(append(job.Spec.FailureRules, batch.ReplicaRule{job.Spec.ReplicaSpecs[0].Type: {0}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched, err := env.jobs.BatchV1beta1().GenericJobs(ns).Patch(context.Background(), name, "application/merge-patch+json",
+		[]byte(`{"spec":{"failureRules":`+string(rules)+`}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if patched.Generation == job.Generation {
+		t.Fatalf("the patch did not change %s's generation (%d)", name, job.Generation)
+	}
+	settledJob := waitJob(t, ns, name, "observed the spec change", func(j *batch.GenericJob) bool {
+		return j.Status.ObservedGeneration >= patched.Generation
+	})
+	if settledJob.Status.Phase != job.Status.Phase {
+		t.Fatalf("%s went from %s to %s after it had ended", name, job.Status.Phase, settledJob.Status.Phase)
+	}
+}
+
+func jobEnded(j *batch.GenericJob) bool {
+	return j.Status.Phase == batch.JobSucceeded || j.Status.Phase == batch.JobFailed
 }
 
 // TestDeletingAJobDeletesItsChildren: pods and services are owned by the job.

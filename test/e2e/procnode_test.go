@@ -18,8 +18,8 @@ import (
 )
 
 // procNode is the process node beside kwok's fake nodes (README, "The process node"): pods
-// that select it really run. Without root its tests skip, saying so; as root without the
-// packages (hack/install-deps.sh) they fail.
+// that select it really run. Without root its tests skip, saying so, or fail where $CI is set;
+// as root without the packages (hack/install-deps.sh) they fail.
 var procNode struct {
 	binary, stateDir, log string
 	cmd                   *exec.Cmd
@@ -32,7 +32,11 @@ const procNodeName = "procnode-e2e"
 func startProcNode(ctx context.Context) error {
 	if os.Geteuid() != 0 {
 		procNode.skip = "the process node needs root"
-		fmt.Fprintln(os.Stderr, "e2e: not root: the tests that run pods for real skip")
+		if os.Getenv("CI") != "" {
+			fmt.Fprintln(os.Stderr, "e2e: not root: the tests that run pods for real fail, since CI is set")
+		} else {
+			fmt.Fprintln(os.Stderr, "e2e: not root: the tests that run pods for real skip")
+		}
 		return nil
 	}
 	dir, err := os.MkdirTemp("", "t9k-procnode-")
@@ -98,11 +102,15 @@ func stopProcNode() {
 }
 
 // needProcNode skips a test that needs real pods where there is no process node, and fails
-// it where there should be one but the packages are missing. On failure, the test prints
-// the logs of its namespace's containers.
+// it where there should be one but the packages are missing. Where the environment variable
+// CI is set, a test that cannot run fails instead of skipping: CI must not pass on tests it
+// never ran. On failure, the test prints the logs of its namespace's containers.
 func needProcNode(t *testing.T, ns string) {
 	t.Helper()
 	if procNode.skip != "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s, and CI is set: real runs must not skip in CI (unset CI to let them skip)", procNode.skip)
+		}
 		t.Skip(procNode.skip)
 	}
 	for _, f := range []string{"/usr/bin/python3", "/usr/sbin/sshd", "/usr/bin/mpirun", "/usr/bin/torchrun"} {

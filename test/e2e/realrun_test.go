@@ -233,7 +233,9 @@ func TestProcNodeTeardown(t *testing.T) {
 // TestRealMPIJob: the MPIJob example, the documented mpirun arguments as written (-N 3 on 3
 // workers), reaches every worker through sshd with the job's key and host key checking on:
 // 9 ranks all-reduce to the right value, the job ends Succeeded and the launcher's log shows
-// it. A program that exits non-zero on one rank ends the job Failed, with the code.
+// it, and the ranks ran 3 on each worker (each rank prints its host name, which is its pod's:
+// ranks run where sshd started them, in that pod's namespaces). A program that exits non-zero
+// on one rank ends the job Failed, with the code.
 func TestRealMPIJob(t *testing.T) {
 	ns := namespace(t)
 	needProcNode(t, ns)
@@ -248,6 +250,36 @@ func TestRealMPIJob(t *testing.T) {
 	log := containerLog(ns, "mpi-allreduce-launcher", "launcher")
 	if n := strings.Count(log, "all-reduce sum 45, want 45"); n != 9 {
 		t.Errorf("the launcher's log shows %d of 9 ranks:\n%s", n, log)
+	}
+	// "rank 4 of 9 on mpi-allreduce-worker-1: all-reduce sum 45, want 45"
+	hostOf := map[int]string{}
+	perHost := map[string]int{}
+	for _, line := range strings.Split(log, "\n") {
+		var rank, size int
+		var host string
+		if _, err := fmt.Sscanf(line, "rank %d of %d on %s", &rank, &size, &host); err != nil {
+			continue
+		}
+		host = strings.TrimSuffix(host, ":")
+		if prev, ok := hostOf[rank]; ok {
+			t.Errorf("rank %d reported twice, on %s and %s", rank, prev, host)
+		}
+		hostOf[rank] = host
+		perHost[host]++
+	}
+	t.Logf("ranks per host: %v", perHost)
+	for i := range 3 {
+		worker := fmt.Sprintf("mpi-allreduce-worker-%d", i)
+		if perHost[worker] != 3 {
+			t.Errorf("%d ranks ran on %s, want 3 (-N 3); ranks per host: %v\n%s", perHost[worker], worker, perHost, log)
+		}
+		delete(perHost, worker)
+	}
+	if len(perHost) != 0 {
+		t.Errorf("ranks ran on hosts other than the workers: %v", perHost)
+	}
+	if len(hostOf) != 9 {
+		t.Errorf("the launcher's log names the hosts of %d of 9 ranks: %v", len(hostOf), hostOf)
 	}
 
 	// One rank fails: mpirun, and the job, fail with its code.
@@ -411,32 +443,68 @@ func TestRealTensorFlowJob(t *testing.T) {
 	}
 }
 
-// TestRealExecProbe: an exec readiness probe runs inside the container (its mount, network
-// and PID namespaces): the pod is Ready only once the probe's command succeeds there.
+// TestRealExecProbe: an exec readiness probe runs inside the container (its mount, UTS,
+// network and PID namespaces): the pod is Ready only once the probe's command succeeds there,
+// not before. The probe proves where it ran: it records its namespaces in the container's
+// emptyDir, which only the container's mount namespace has, and the container logs them
+// beside its own; the test waits for that line, then compares.
 func TestRealExecProbe(t *testing.T) {
 	ns := namespace(t)
 	needProcNode(t, ns)
+	const namespaces = `for n in mnt uts net pid; do printf ' %s=%s' $n $(readlink /proc/self/ns/$n); done`
+	script := `sleep 2
+echo creating the ready file
+touch /ready-dir/ready
+until [ -s /ready-dir/probed ]; do sleep 0.1; done
+echo "probe:$(cat /ready-dir/probed)"
+echo "container:$(` + namespaces + `)"
+exec sleep 600`
+	probe := `test -e /ready-dir/ready && { ` + namespaces + `; } > /ready-dir/probed.tmp && mv /ready-dir/probed.tmp /ready-dir/probed`
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "exec-probe"}, Spec: corev1.PodSpec{
 		Containers: []corev1.Container{{Name: "main", Image: "machine",
-			Command:        []string{"sh", "-c", "sleep 2; mkdir -p /ready-dir; touch /ready-dir/ready; echo ready; exec sleep 600"},
+			Command:        []string{"sh", "-c", script},
 			VolumeMounts:   []corev1.VolumeMount{{Name: "scratch", MountPath: "/ready-dir"}},
-			ReadinessProbe: &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-e", "/ready-dir/ready"}}}}}},
+			ReadinessProbe: &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", probe}}}}}},
 		Volumes: []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 	}}
 	onProcNode(&pod.Spec)
 	if _, err := env.kube.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitReal(t, "the pod Ready, not before its file exists", func(ctx context.Context) (bool, error) {
+	var probeLine, containerLine string
+	waitReal(t, "the pod Ready, not before its file exists, and the probe's namespaces logged", func(ctx context.Context) (bool, error) {
 		p, err := env.kube.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil || !podIsReady(p) {
+		if err != nil {
 			return false, nil
 		}
-		if !strings.Contains(containerLog(ns, pod.Name, "main"), "ready") {
+		// The log line comes before the file: a Ready pod must show it.
+		log := containerLog(ns, pod.Name, "main")
+		if podIsReady(p) && !strings.Contains(log, "creating the ready file") {
 			t.Fatal("the pod is Ready before the probe's file exists")
 		}
-		return true, nil
+		for _, line := range strings.Split(log, "\n") {
+			if rest, ok := strings.CutPrefix(line, "probe:"); ok {
+				probeLine = rest
+			}
+			if rest, ok := strings.CutPrefix(line, "container:"); ok {
+				containerLine = rest
+			}
+		}
+		return podIsReady(p) && containerLine != "", nil
 	})
+	t.Logf("the probe's namespaces:%s", probeLine)
+	if probeLine != containerLine {
+		t.Errorf("the probe ran outside the container's namespaces:\nprobe:    %s\ncontainer:%s", probeLine, containerLine)
+	}
+	for _, n := range []string{"mnt", "uts", "net", "pid"} {
+		own, err := os.Readlink("/proc/self/ns/" + n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf(" %s=%s", n, own); strings.Contains(containerLine+" ", want+" ") {
+			t.Errorf("the container shares the machine's %s namespace (%s): the comparison proves nothing", n, own)
+		}
+	}
 }
 
 // killFirstRun waits until a pod's container has logged "first run", and kills it with

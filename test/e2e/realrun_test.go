@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/test/procnode"
@@ -283,15 +282,7 @@ func TestRealMPIJob(t *testing.T) {
 	}
 
 	// One rank fails: mpirun, and the job, fail with its code.
-	job := &batch.MPIJob{}
-	data, err := os.ReadFile(filepath.Join(example, "allreduce.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.UnmarshalStrict(data, job); err != nil {
-		t.Fatal(err)
-	}
-	job.Name = "mpi-fails"
+	job := exampleMPIJob(t, "mpi-fails")
 	job.Spec.Worker.ExtraMPIArgs = []string{"-N", "3", "--allow-run-as-root", "-x", "FAIL_RANK"}
 	job.Spec.Worker.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "FAIL_RANK", Value: "4"}}
 	if _, err := env.jobs.BatchV1beta1().MPIJobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {

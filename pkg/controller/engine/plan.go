@@ -102,7 +102,8 @@ type Object struct {
 	// there is none), so that what must not change (a key pair) is kept from it. The engine
 	// sets its name, namespace, labels and owner, and compares a hash of the result with the
 	// one it recorded on the existing object: a difference updates it. Build is called on
-	// every sync: it must be cheap, and the same for the same inputs.
+	// every sync: it must be cheap, and build the same from the same job and current object
+	// (what is made afresh, a key pair, only when there is no current object).
 	Build func(current metav1.Object) (metav1.Object, error)
 }
 

@@ -3,6 +3,7 @@ package colossalaijob
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -109,8 +110,13 @@ func TestExtraLaunchArgs(t *testing.T) {
 }
 
 // TestDebugAndPause: debug mode starts the launcher and the workers at once with their debug
-// commands (sleep inf by default); pause deletes the pods and keeps the other objects.
+// commands (sleep inf by default, which the hint says cannot serve the launcher); a worker
+// debug command that is sshd, as the docs' first example has, runs as the job's sshd, and the
+// Running condition and a DebugMode event give the exact command that starts the run. Pause
+// deletes the pods and keeps the other objects.
 func TestDebugAndPause(t *testing.T) {
+	run := "kubectl exec -it -n ns colossalai-example-launcher -- colossalai run --hostfile /etc/t9k/hostfile " +
+		"--master_addr colossalai-example-worker-0.colossalai-example --master_port 29500 --nproc_per_node 1 train.py arg1"
 	job := seed(t)
 	job.Spec.RunMode = &batch.RunMode{Debug: &batch.DebugMode{Enabled: true}}
 	h := enginetest.Start(t, newAdapter, []runtime.Object{job})
@@ -119,7 +125,39 @@ func TestDebugAndPause(t *testing.T) {
 		if got := p.Spec.Containers[0].Command; len(got) != 2 || got[0] != "sleep" || got[1] != "inf" {
 			t.Errorf("debug pod %s runs %v", p.Name, got)
 		}
+		h.SetPod(t, ns, p.Name, corev1.PodRunning, false, 0)
 	}
+	hint := "The workers' debug command is not sshd, so the launcher cannot reach them; with sshd running on every worker, start the run with: " + run
+	h.WaitFor(t, "the Running condition with the hint", func(context.Context) bool {
+		return condition(jobOf(t, h), batch.JobConditionRunning).Message == "The job is running in debug mode: replicas run their debug command. "+hint
+	})
+	enginetest.WaitEvent(t, h.Events, "Normal DebugMode "+hint)
+
+	sshd := seed(t)
+	sshd.Spec.RunMode = &batch.RunMode{Debug: &batch.DebugMode{Enabled: true, ReplicaSpecs: []batch.ReplicaDebugSet{
+		{Type: batch.WorkerType, SkipInitContainer: true, Command: []string{"/usr/bin/sshd"}}}}}
+	h1 := enginetest.Start(t, newAdapter, []runtime.Object{sshd})
+	h1.WaitFor(t, "the launcher and 2 workers", func(context.Context) bool { return len(h1.Pods(t, ns)) == 3 })
+	wantWorker := []string{"/bin/sh", "-c", `mkdir -p /run/sshd && s=$1 && shift && ` +
+		`if ! { [ -x "$s" ] || command -v "$s" >/dev/null 2>&1; }; then echo "$s is not in the image: running $1 (ssh.sshdPath) instead" >&2; s=$1; fi && ` +
+		`shift && exec "$s" "$@"`,
+		"sshd", "/usr/bin/sshd", "/usr/sbin/sshd", "-D", "-e", "-p", "22",
+		"-o", "HostKey=/root/.ssh/ssh_host_ed25519_key", "-o", "AuthorizedKeysFile=/root/.ssh/authorized_keys",
+		"-o", "StrictModes=no", "-o", "PidFile=none"}
+	for _, p := range h1.Pods(t, ns) {
+		got, want := p.Spec.Containers[0].Command, wantWorker
+		if p.Name == "colossalai-example-launcher" {
+			want = []string{"sleep", "inf"}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("debug pod %s runs %q, want %q", p.Name, got, want)
+		}
+		h1.SetPod(t, ns, p.Name, corev1.PodRunning, true, 0)
+	}
+	h1.WaitFor(t, "the Running condition with the command", func(context.Context) bool {
+		return condition(jobOf(t, h1), batch.JobConditionRunning).Message == "The job is running in debug mode: replicas run their debug command. Start the run with: "+run
+	})
+	enginetest.WaitEvent(t, h1.Events, "Normal DebugMode Start the run with: "+run)
 
 	paused := seed(t)
 	paused.Spec.RunMode = &batch.RunMode{Pause: &batch.PauseMode{Enabled: true}}
@@ -131,4 +169,13 @@ func TestDebugAndPause(t *testing.T) {
 	if n := len(h2.Pods(t, ns)); n != 0 {
 		t.Errorf("%d pods of a paused job", n)
 	}
+}
+
+func condition(job *batch.ColossalAIJob, t batch.JobConditionType) batch.JobCondition {
+	for _, c := range job.Status.Conditions {
+		if c.Type == t {
+			return c
+		}
+	}
+	return batch.JobCondition{}
 }

@@ -19,7 +19,7 @@ func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision
 	// lost nor counted twice, and an outcome never undone, if the controller stops half-way.
 	statusFirst := len(d.Restarted) > 0 || d.Outcome != nil
 	if statusFirst {
-		if err := c.writeStatus(ctx, key, job, d.Status, d.KindStatus); err != nil {
+		if err := c.writeDecided(ctx, key, job, d); err != nil {
 			return err
 		}
 		c.recordOutcome(job, d)
@@ -31,9 +31,9 @@ func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision
 	switch {
 	case statusFirst:
 	case err != nil:
-		_ = c.writeStatus(ctx, key, job, d.Status, d.KindStatus) // show what was created; the retry creates the rest
+		_ = c.writeDecided(ctx, key, job, d) // show what was created; the retry creates the rest
 	case written == 0:
-		return c.writeStatus(ctx, key, job, d.Status, d.KindStatus)
+		return c.writeDecided(ctx, key, job, d)
 	default:
 		// The new children's events bring a sync within podBatchPeriod that reports them as
 		// they are, so a status saying "Creating" would be written only to be overwritten:
@@ -69,6 +69,18 @@ func replicaServices(objects []metav1.Object) []metav1.Object {
 		}
 	}
 	return out
+}
+
+// writeDecided writes a decision's status and, once it is written, says the debug hint it
+// is the first to carry: a status not written now is decided again, and says it then.
+func (c *Controller) writeDecided(ctx context.Context, key string, job Job, d *Decision) error {
+	if err := c.writeStatus(ctx, key, job, d.Status, d.KindStatus); err != nil {
+		return err
+	}
+	if d.DebugHint != "" {
+		c.recorder.Event(job, corev1.EventTypeNormal, "DebugMode", d.DebugHint)
+	}
+	return nil
 }
 
 // writeStatus writes status, and the kind's own part of it, when they differ from the job's,

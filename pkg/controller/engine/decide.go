@@ -33,6 +33,9 @@ type Decision struct {
 	Waiting string
 	// KindStatus is the kind's own part of the status (Plan.KindStatus), written with it.
 	KindStatus KindStatus
+	// DebugHint is the plan's DebugHint when this decision's status is the first to say it
+	// (in the Running condition): a DebugMode event says it once that status is written.
+	DebugHint string
 	// BuildErr: an object could not be built (Object.Build failed); the sync writes nothing
 	// and is retried.
 	BuildErr error
@@ -144,7 +147,18 @@ func Decide(job Job, plan *Plan, children Children, now time.Time) *Decision {
 		d.KindStatus = plan.KindStatus(children)
 	}
 
-	setPhaseAndConditions(d.Status, old, d.Outcome, x.paused, resumed, failedNames, pods, d.Waiting, now)
+	hint := ""
+	if plan.Debug {
+		hint = plan.DebugHint
+	}
+	setPhaseAndConditions(d.Status, old, d.Outcome, x.paused, resumed, failedNames, pods, d.Waiting, hint, now)
+	if hint != "" {
+		running := conditionOf(d.Status, batch.JobConditionRunning)
+		if running.Status == corev1.ConditionTrue && strings.HasSuffix(running.Message, hint) &&
+			running.Message != conditionOf(old, batch.JobConditionRunning).Message {
+			d.DebugHint = hint
+		}
+	}
 	d.Status.Aggregate = aggregate(d.Status.Tasks)
 	return d
 }

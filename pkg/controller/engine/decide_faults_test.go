@@ -214,9 +214,11 @@ func TestForensicsSurvivePodDeletion(t *testing.T) {
 }
 
 // Status says what the pods run: the debug message only when the pods were created in debug
-// mode, whatever the spec says now.
+// mode, whatever the spec says now, and then the plan's debug hint, which the decision that
+// first says it gives for an event.
 func TestRunningMessageFollowsThePods(t *testing.T) {
-	plan := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Debug: true, Judge: allSucceed}
+	const hint = "Start the run with: go."
+	plan := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Debug: true, DebugHint: hint, Judge: allSucceed}
 	status := statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0))
 	debugPod := func(p *corev1.Pod) *corev1.Pod {
 		p.Annotations = map[string]string{batch.AnnotationRunMode: batch.RunModeDebug}
@@ -228,7 +230,7 @@ func TestRunningMessageFollowsThePods(t *testing.T) {
 		want string
 	}{
 		{"pods created before debug was switched on", []*corev1.Pod{pod("job-worker-0", "w0", corev1.PodRunning, 0), pod("job-worker-1", "w1", corev1.PodRunning, 0)}, msgRunning},
-		{"pods created in debug mode", []*corev1.Pod{debugPod(pod("job-worker-0", "w0", corev1.PodRunning, 0)), debugPod(pod("job-worker-1", "w1", corev1.PodRunning, 0))}, "The job is running in debug mode: replicas run their debug command."},
+		{"pods created in debug mode", []*corev1.Pod{debugPod(pod("job-worker-0", "w0", corev1.PodRunning, 0)), debugPod(pod("job-worker-1", "w1", corev1.PodRunning, 0))}, "The job is running in debug mode: replicas run their debug command. " + hint},
 		{"some of each", []*corev1.Pod{debugPod(pod("job-worker-0", "w0", corev1.PodRunning, 0)), pod("job-worker-1", "w1", corev1.PodRunning, 0)}, "The job is running; 1 of 2 replicas run their debug command, the others their own."},
 	}
 	for _, tc := range cases {
@@ -236,6 +238,12 @@ func TestRunningMessageFollowsThePods(t *testing.T) {
 			d := Decide(testJob(status), plan, Children{Pods: tc.pods}, now)
 			if c := condition(d.Status, batch.JobConditionRunning); c.Message != tc.want {
 				t.Errorf("Running = %q, want %q", c.Message, tc.want)
+			}
+			if said := strings.HasSuffix(tc.want, hint); (d.DebugHint == hint) != said || (!said && d.DebugHint != "") {
+				t.Errorf("decision's DebugHint %q for Running %q", d.DebugHint, tc.want)
+			}
+			if again := Decide(testJob(*d.Status), plan, Children{Pods: tc.pods}, now); again.DebugHint != "" {
+				t.Errorf("the hint said again once status says it: %q", again.DebugHint)
 			}
 		})
 	}

@@ -51,6 +51,10 @@ type Plan struct {
 	ServicePorts []corev1.ServicePort
 	// Debug runs every replica's debug command; the job never ends on its own.
 	Debug bool
+	// DebugHint, in debug mode, tells a person what to do with the job: how to start its work
+	// by hand. The Running condition's message ends with it while every replica runs its
+	// debug command, and a DebugMode event says it when that message first does.
+	DebugHint string
 	// Paused deletes every replica and service until it is unset.
 	Paused bool
 	// Scheduler, when set, places the pods with T9k Scheduler.

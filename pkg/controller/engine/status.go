@@ -16,11 +16,12 @@ const (
 	msgInitialized = "The job has been initialized successfully."
 	msgRunning     = "All pods are running normally."
 	msgSucceeded   = "The job has finished successfully."
+	msgDebug       = "The job is running in debug mode: replicas run their debug command."
 )
 
 // setPhaseAndConditions fills in phase and conditions. Every condition type is reported once;
 // a condition's lastTransitionTime moves only when its status flips.
-func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused, resumed bool, failed []string, pods []*corev1.Pod, waiting string, now time.Time) {
+func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused, resumed bool, failed []string, pods []*corev1.Pod, waiting, debugHint string, now time.Time) {
 	s.Conditions = append([]batch.JobCondition(nil), old.Conditions...)
 	set := func(t batch.JobConditionType, status bool, reason, message string) {
 		setCondition(&s.Conditions, t, status, reason, message, now)
@@ -79,7 +80,7 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused, re
 			s.Phase = batch.JobPending
 		}
 		if s.Phase == batch.JobRunning {
-			set(batch.JobConditionRunning, true, "-", runningMessage(pods))
+			set(batch.JobConditionRunning, true, "-", runningMessage(pods, debugHint))
 		} else {
 			set(batch.JobConditionRunning, false, string(s.Phase), fmt.Sprintf("%d of %d replicas are running.", running, total))
 		}
@@ -105,8 +106,9 @@ func listed(names []string, most int) string {
 }
 
 // runningMessage describes what a running job's pods run: status tells what the pods do,
-// whatever the spec asks for now.
-func runningMessage(pods []*corev1.Pod) string {
+// whatever the spec asks for now. When they all run their debug command, the plan's hint
+// follows.
+func runningMessage(pods []*corev1.Pod, debugHint string) string {
 	debug, total := 0, 0
 	for _, p := range live(pods) {
 		total++
@@ -117,8 +119,10 @@ func runningMessage(pods []*corev1.Pod) string {
 	switch {
 	case debug == 0:
 		return msgRunning
+	case debug == total && debugHint != "":
+		return msgDebug + " " + debugHint
 	case debug == total:
-		return "The job is running in debug mode: replicas run their debug command."
+		return msgDebug
 	default:
 		return fmt.Sprintf("The job is running; %d of %d replicas run their debug command, the others their own.", debug, total)
 	}
@@ -273,4 +277,14 @@ func wasPaused(s *batch.JobStatus) bool {
 // Finished reports whether a job has ended (Completed or Failed).
 func Finished(s *batch.JobStatus) bool {
 	return hasTrue(s, batch.JobCompleted) || hasTrue(s, batch.JobConditionFailed)
+}
+
+// conditionOf is the condition of a type in s (the zero condition when there is none).
+func conditionOf(s *batch.JobStatus, t batch.JobConditionType) batch.JobCondition {
+	for _, c := range s.Conditions {
+		if c.Type == t {
+			return c
+		}
+	}
+	return batch.JobCondition{}
 }

@@ -127,6 +127,26 @@ func (h *Harness) SetPod(t *testing.T, ns, name string, phase corev1.PodPhase, r
 	}
 }
 
+// WaitEvent waits for the event want ("Normal Reason message") among those recorded, and
+// fails the test when it does not come within 20 seconds. The events read before it are
+// dropped.
+func WaitEvent(t *testing.T, events *record.FakeRecorder, want string) {
+	t.Helper()
+	var seen []string
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case e := <-events.Events:
+			if e == want {
+				return
+			}
+			seen = append(seen, e)
+		case <-timeout:
+			t.Fatalf("no event %q; seen:\n%s", want, strings.Join(seen, "\n"))
+		}
+	}
+}
+
 // Count is how many of the actions of both clientsets have this verb and resource (for jobs,
 // status writes only).
 func (h *Harness) Count(verb, resource string) int {

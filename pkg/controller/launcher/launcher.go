@@ -153,12 +153,37 @@ func (j Layout) mountSSH(spec *corev1.PodSpec, hostfile bool) {
 // mount's directory is not for sshd to judge: StrictModes is off. sshd wants its privilege
 // separation directory, which images that do not start sshd themselves lack.
 func (j Layout) sshdCommand() []string {
+	return append([]string{"/bin/sh", "-c", `mkdir -p /run/sshd && exec "$@"`, "sshd", j.SSH.SshdPath}, j.sshdOptions(nil)...)
+}
+
+// sshdOptions are the job's sshd options: in the foreground (-D), logging to stderr (-e), on
+// the SSH port, with the host key and authorized keys of the Secret; the first three only
+// where args, sshd arguments already given, lack them.
+func (j Layout) sshdOptions(args []string) []string {
+	var out []string
+	if !hasArg(args, func(a string) bool { return a == "-D" || a == "-d" }) {
+		out = append(out, "-D")
+	}
+	if !hasArg(args, func(a string) bool { return a == "-e" }) {
+		out = append(out, "-e")
+	}
+	if !hasArg(args, func(a string) bool { return strings.HasPrefix(a, "-p") }) {
+		out = append(out, "-p", fmt.Sprint(sshPort))
+	}
 	dir := j.SSH.AuthMountPath
-	return []string{"/bin/sh", "-c", `mkdir -p /run/sshd && exec "$@"`, "sshd",
-		j.SSH.SshdPath, "-D", "-e", "-p", fmt.Sprint(sshPort),
-		"-o", "HostKey=" + dir + "/" + hostKeyFile,
-		"-o", "AuthorizedKeysFile=" + dir + "/" + authorizedKeysFile,
-		"-o", "StrictModes=no", "-o", "PidFile=none"}
+	return append(out,
+		"-o", "HostKey="+dir+"/"+hostKeyFile,
+		"-o", "AuthorizedKeysFile="+dir+"/"+authorizedKeysFile,
+		"-o", "StrictModes=no", "-o", "PidFile=none")
+}
+
+func hasArg(args []string, is func(string) bool) bool {
+	for _, a := range args {
+		if is(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // Judge reads a launcher job's outcome (DESIGN §5). The launcher decides: exit code 0 ends

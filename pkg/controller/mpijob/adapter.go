@@ -47,6 +47,7 @@ func Plan(job *batch.MPIJob) (*engine.Plan, error) {
 	}
 	launcher.CleanUp(plan, spec.RunPolicy.CleanUpWorkers)
 	plan.SetRunMode(spec.RunMode, spec.Scheduler)
+	j.DebugMode(plan, job.Namespace, MPIRun(spec))
 	return plan, nil
 }
 

@@ -201,7 +201,10 @@ func TestObjectsRecreatedAndNamesHeld(t *testing.T) {
 }
 
 // TestDebugAndPause: debug mode starts the launcher at once with sleep inf and the workers
-// with the documented sshd; pause deletes the pods and keeps the other objects.
+// with the documented sshd, run as the job's sshd (its keys, port and runtime directory);
+// once they all run, the Running condition and a DebugMode event give the exact command that
+// starts the run. A debug command that is not sshd is left as it is. Pause deletes the pods
+// and keeps the other objects.
 func TestDebugAndPause(t *testing.T) {
 	job := seed(t)
 	job.Spec.RunMode = &batch.RunMode{Debug: &batch.DebugMode{Enabled: true}}
@@ -210,12 +213,58 @@ func TestDebugAndPause(t *testing.T) {
 	if got := launcher.Spec.Containers[0].Command; !reflect.DeepEqual(got, []string{"sleep", "inf"}) {
 		t.Errorf("debug launcher runs %v", got)
 	}
+	if n := len(launcher.Spec.Volumes); n != 2 {
+		t.Errorf("debug launcher has %d volumes, want the SSH Secret and the hostfile", n)
+	}
 	worker, err := h.Kube.CoreV1().Pods(ns).Get(context.Background(), "mpi-example-worker-0", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := worker.Spec.Containers[0].Command; !reflect.DeepEqual(got, []string{"/usr/bin/sshd", "-D"}) {
-		t.Errorf("debug worker runs %v", got)
+	wantWorker := []string{"/bin/sh", "-c", `mkdir -p /run/sshd && s=$1 && shift && ` +
+		`if ! { [ -x "$s" ] || command -v "$s" >/dev/null 2>&1; }; then echo "$s is not in the image: running $1 (ssh.sshdPath) instead" >&2; s=$1; fi && ` +
+		`shift && exec "$s" "$@"`,
+		"sshd", "/usr/bin/sshd", "/usr/sbin/sshd", "-D", "-e", "-p", "22",
+		"-o", "HostKey=/root/.ssh/ssh_host_ed25519_key", "-o", "AuthorizedKeysFile=/root/.ssh/authorized_keys",
+		"-o", "StrictModes=no", "-o", "PidFile=none"}
+	if got := worker.Spec.Containers[0].Command; !reflect.DeepEqual(got, wantWorker) || worker.Spec.Containers[0].Args != nil {
+		t.Errorf("debug worker runs %q %q, want %q", got, worker.Spec.Containers[0].Args, wantWorker)
+	}
+
+	for _, p := range h.Pods(t, ns) {
+		h.SetPod(t, ns, p.Name, corev1.PodRunning, true, 0)
+	}
+	hint := "Start the run with: kubectl exec -it -n ns mpi-example-launcher -- /usr/local/bin/mpirun --prefix /usr/local " +
+		"--hostfile /etc/t9k/hostfile --mca plm_rsh_args '-F /root/.ssh/config' --mca btl '^openib' " +
+		"-N 3 --enable-recovery --max-restarts 100 --allow-run-as-root -bind-to none ./random_walk 20 40 2"
+	want := "The job is running in debug mode: replicas run their debug command. " + hint
+	h.WaitFor(t, "the Running condition", func(context.Context) bool {
+		return h.condition(t, batch.JobConditionRunning).Status == corev1.ConditionTrue
+	})
+	if c := h.condition(t, batch.JobConditionRunning); c.Message != want {
+		t.Errorf("Running condition message\n%s\nwant\n%s", c.Message, want)
+	}
+	enginetest.WaitEvent(t, h.Events, "Normal DebugMode "+hint)
+	// Said once: a worker deleted and made again changes nothing of it.
+	if err := h.Kube.CoreV1().Pods(ns).Delete(context.Background(), "mpi-example-worker-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var again *corev1.Pod
+	h.WaitFor(t, "worker 0 made again", func(ctx context.Context) bool {
+		again, err = h.Kube.CoreV1().Pods(ns).Get(ctx, "mpi-example-worker-0", metav1.GetOptions{})
+		return err == nil && again.UID != worker.UID
+	})
+	h.SetPod(t, ns, again.Name, corev1.PodRunning, true, 0)
+	h.WaitFor(t, "status of the new worker 0", func(context.Context) bool {
+		r := h.job(t).Status.Tasks[1].Replicas[0]
+		return r.UID == again.UID && r.Phase == batch.ReplicaRunning
+	})
+	if c := h.condition(t, batch.JobConditionRunning); c.Message != want {
+		t.Errorf("Running condition message after worker 0 came back: %s", c.Message)
+	}
+	for len(h.Events.Events) > 0 {
+		if e := <-h.Events.Events; strings.Contains(e, "DebugMode") {
+			t.Errorf("a second event: %s", e)
+		}
 	}
 
 	paused := seed(t)
@@ -227,6 +276,51 @@ func TestDebugAndPause(t *testing.T) {
 	})
 	if n := len(h2.Pods(t, ns)); n != 0 {
 		t.Errorf("%d pods of a paused job", n)
+	}
+}
+
+// TestDebugCommands: a worker debug command that is sshd keeps its program and arguments and
+// gets the job's options it lacks; any other debug command runs as given, and the hint says
+// that the launcher cannot reach such workers.
+func TestDebugCommands(t *testing.T) {
+	cases := []struct {
+		name    string
+		command []string
+		want    []string // after the wrapper's script and "sshd"
+		hint    string
+	}{
+		{"sshd with its own port and options", []string{"/usr/local/sbin/sshd", "-p", "2222", "-o", "LogLevel=DEBUG"},
+			[]string{"/usr/local/sbin/sshd", "/usr/sbin/sshd", "-p", "2222", "-o", "LogLevel=DEBUG", "-D", "-e",
+				"-o", "HostKey=/root/.ssh/ssh_host_ed25519_key", "-o", "AuthorizedKeysFile=/root/.ssh/authorized_keys",
+				"-o", "StrictModes=no", "-o", "PidFile=none"},
+			"Start the run with: "},
+		{"sleep", []string{"sleep", "inf"}, nil, "The workers' debug command is not sshd, so the launcher cannot reach them; " +
+			"with sshd running on every worker, start the run with: "},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			job := seed(t)
+			job.Spec.RunMode = &batch.RunMode{Debug: &batch.DebugMode{Enabled: true, ReplicaSpecs: []batch.ReplicaDebugSet{
+				{Type: batch.WorkerType, Command: tc.command}}}}
+			job.Default()
+			plan, err := Plan(job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := plan.Groups[1].Debug.Command
+			switch {
+			case tc.want == nil && !reflect.DeepEqual(got, tc.command):
+				t.Errorf("worker debug command %q, want %q as given", got, tc.command)
+			case tc.want != nil && (len(got) < 4 || got[0] != "/bin/sh" || got[3] != "sshd" || !reflect.DeepEqual(got[4:], tc.want)):
+				t.Errorf("worker debug command %q, want the wrapper over %q", got, tc.want)
+			}
+			if spec := job.Spec.RunMode.Debug.For(batch.WorkerType); !reflect.DeepEqual(spec.Command, tc.command) {
+				t.Errorf("the job's own debug setting changed to %q", spec.Command)
+			}
+			if !strings.HasPrefix(plan.DebugHint, tc.hint+"kubectl exec -it -n ns mpi-example-launcher -- /usr/local/bin/mpirun ") {
+				t.Errorf("hint %q", plan.DebugHint)
+			}
+		})
 	}
 }
 

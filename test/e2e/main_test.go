@@ -112,7 +112,7 @@ func setUpAndRun(ctx context.Context, m *testing.M) int {
 		return 1
 	}
 	code := m.Run()
-	stopProcNode()
+	stopProcNode(code == 0)
 	_ = os.RemoveAll(env.kubectlCache)
 	if !stopController() {
 		fmt.Fprintln(os.Stderr, "e2e: the controller did not stop on SIGTERM")

@@ -24,6 +24,9 @@ var procNode struct {
 	binary, stateDir, log string
 	cmd                   *exec.Cmd
 	skip                  string
+	// listing is what /, /tmp and /dev/shm held before the process node started: the real
+	// runs must add nothing to them (TestProcNodeTeardown).
+	listing map[string]bool
 }
 
 const procNodeName = "procnode-e2e"
@@ -39,6 +42,7 @@ func startProcNode(ctx context.Context) error {
 		}
 		return nil
 	}
+	procNode.listing = machineEntries()
 	dir, err := os.MkdirTemp("", "t9k-procnode-")
 	if err != nil {
 		return err
@@ -93,11 +97,15 @@ func waitNodeReady(ctx context.Context, name string) error {
 	}
 }
 
-// stopProcNode stops the process node with SIGTERM and waits for it.
-func stopProcNode() {
+// stopProcNode stops the process node with SIGTERM and waits for it. Its directory (its
+// binary, its log, the pods' logs) goes when the tests passed, and is kept otherwise.
+func stopProcNode(passed bool) {
 	if procNode.cmd != nil {
 		_ = procNode.cmd.Process.Signal(syscall.SIGTERM)
 		_, _ = procNode.cmd.Process.Wait()
+	}
+	if passed && procNode.binary != "" {
+		_ = os.RemoveAll(filepath.Dir(procNode.binary))
 	}
 }
 
@@ -180,3 +188,15 @@ func childrenOf(pid int) []int {
 }
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// machineEntries lists the entries of the machine's /, /tmp and /dev/shm, by full path.
+func machineEntries() map[string]bool {
+	out := map[string]bool{}
+	for _, dir := range []string{"/", "/tmp", "/dev/shm"} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			out[filepath.Join(dir, e.Name())] = true
+		}
+	}
+	return out
+}

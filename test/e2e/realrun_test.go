@@ -16,7 +16,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
-	"github.com/t9k-jobs/t9k-jobs/test/procnode"
 )
 
 // Real runs: these tests' pods run as processes on the process node.
@@ -173,60 +172,6 @@ func TestRealPauseAndDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReal(t, "no process after the deletion", running(0))
-}
-
-// TestProcNodeTeardown: a process node stopped with SIGTERM, or killed, leaves no process,
-// namespace or mount behind (every one of them hangs on a child of the node).
-func TestProcNodeTeardown(t *testing.T) {
-	ns := namespace(t)
-	needProcNode(t, ns)
-	const name, marker = "procnode-teardown", "sleep 6220"
-	t.Cleanup(func() { _ = env.kube.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-		dir := t.TempDir()
-		t.Cleanup(func() {
-			if t.Failed() {
-				data, _ := os.ReadFile(filepath.Join(dir, "log"))
-				t.Logf("--- %s's log\n%s", name, data)
-			}
-		})
-		cmd, err := runProcNode(name, "10.251.0.0/24", filepath.Join(dir, "state"), filepath.Join(dir, "log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := waitNodeReady(context.Background(), name); err != nil {
-			t.Fatal(err)
-		}
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "teardown"}, Spec: corev1.PodSpec{
-			NodeSelector: map[string]string{corev1.LabelHostname: name},
-			Tolerations:  []corev1.Toleration{{Key: procnode.RuntimeLabel, Operator: corev1.TolerationOpExists}},
-			Containers:   []corev1.Container{{Name: "main", Image: "machine", Command: []string{"sh", "-c", "sleep 6220 & sleep 6220"}}},
-		}}
-		if _, err := env.kube.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		waitReal(t, "the pod's processes", func(context.Context) (bool, error) { return len(processesWith(marker)) >= 2, nil })
-		helpers := childrenOf(cmd.Process.Pid) // namespace holders and container inits
-		if len(helpers) < 3 {
-			t.Fatalf("the node has %d helper processes, want its namespace's, the pod's and the container's", len(helpers))
-		}
-		_ = cmd.Process.Signal(sig)
-		waitFor(t, fmt.Sprintf("nothing left after %v", sig), 30*time.Second, func(context.Context) (bool, error) {
-			for _, pid := range helpers {
-				if alive(pid) {
-					return false, nil
-				}
-			}
-			return len(processesWith(marker)) == 0 && len(processesWith(" --name "+name+" ")) == 0, nil
-		})
-		if err := env.kube.CoreV1().Pods(ns).Delete(context.Background(), "teardown", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, "the pod gone", 30*time.Second, func(ctx context.Context) (bool, error) {
-			_, err := env.kube.CoreV1().Pods(ns).Get(ctx, "teardown", metav1.GetOptions{})
-			return err != nil, nil
-		})
-	}
 }
 
 // TestRealMPIJob: the MPIJob example, the documented mpirun arguments as written (-N 3 on 3

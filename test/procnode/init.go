@@ -13,10 +13,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The node runs two kinds of helper processes, both its own binary started again with a
+// The node runs three kinds of helper processes, all its own binary started again with a
 // hidden first argument: a holder keeps a network namespace alive (a pod's, or the node's,
-// which holds the bridge), and a container init is the first process of one container.
-// Both die with the node (parent-death signal), and what they hold dies with them: the
+// which holds the bridge), a pod's file system holder keeps the pod's mount namespace with
+// its tmpfs (rootfs.go), and a container init is the first process of one container. All
+// die with the node (parent-death signal), and what they hold dies with them: the
 // namespaces, their interfaces and mounts. So a node that is killed leaves nothing behind.
 const (
 	holdArg      = "__t9k_procnode_hold"
@@ -36,6 +37,8 @@ func Init() {
 		for {
 			_ = unix.Pause()
 		}
+	case podFSArg:
+		os.Exit(holdPodFS(os.Args[2]))
 	case containerArg:
 		os.Exit(runContainer(os.Args[2]))
 	}
@@ -45,7 +48,11 @@ func Init() {
 type containerSpec struct {
 	Hostname string
 	// NetNS is the pod's network namespace (a holder's /proc/<pid>/ns/net).
-	NetNS   string
+	NetNS string
+	// PodNS is the pod's mount namespace (its file system holder's /proc/<pid>/ns/mnt), with
+	// the pod's tmpfs at PodFS; Root is the container's directory there (rootfs.go).
+	PodNS, PodFS, Root string
+	// Mounts are mounted in order, in the container's root.
 	Mounts  []mount
 	Dir     string
 	Env     []string
@@ -61,8 +68,9 @@ type mount struct {
 }
 
 // runContainer is the first process of a container, in new mount, UTS and PID namespaces:
-// it joins the pod's network, mounts the volumes, then runs the command as its child, passes
-// signals on, reaps orphans, and exits as the command did (128+n for a signal).
+// it joins the pod's network, makes the container's root and mounts the volumes in it
+// (rootfs.go), then runs the command as its child, passes signals on, reaps orphans, and
+// exits as the command did (128+n for a signal).
 func runContainer(specPath string) int {
 	fail := func(format string, args ...any) int {
 		fmt.Fprintf(os.Stderr, "procnode: "+format+"\n", args...)
@@ -88,19 +96,18 @@ func runContainer(specPath string) int {
 	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
 		return fail("hostname: %v", err)
 	}
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fail("private mounts: %v", err)
+	if err := enterPodNS(s.PodNS); err != nil {
+		return fail("%v", err)
 	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fail("/proc: %v", err)
-	}
-	for _, m := range s.Mounts {
-		if err := bind(m); err != nil {
-			return fail("mounting %s at %s: %v", m.Source, m.Target, err)
-		}
+	root, err := makeRoot(&s)
+	if err != nil {
+		return fail("%v", err)
 	}
 	log, err := os.OpenFile(s.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
+		return fail("%v", err)
+	}
+	if err := root.enter(); err != nil {
 		return fail("%v", err)
 	}
 	if s.Dir != "" {
@@ -140,30 +147,6 @@ func runContainer(specPath string) int {
 		}
 		return status.ExitStatus()
 	}
-}
-
-// bind mounts a file or directory at its target, creating the target as needed, and makes it
-// read-only when asked.
-func bind(m mount) error {
-	if m.File {
-		if err := os.MkdirAll(filepath.Dir(m.Target), 0o755); err != nil {
-			return err
-		}
-		if _, err := os.Stat(m.Target); os.IsNotExist(err) {
-			if err := os.WriteFile(m.Target, nil, 0o644); err != nil {
-				return err
-			}
-		}
-	} else if err := os.MkdirAll(m.Target, 0o755); err != nil {
-		return err
-	}
-	if err := unix.Mount(m.Source, m.Target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-		return err
-	}
-	if m.ReadOnly {
-		return unix.Mount("", m.Target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_REC, "")
-	}
-	return nil
 }
 
 // lookPath finds a command in the container's PATH.

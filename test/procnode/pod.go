@@ -34,6 +34,7 @@ type podRunner struct {
 	labels                              map[string]string
 	pod                                 *corev1.Pod
 	dir                                 string
+	fs                                  *podFS // its tmpfs and /tmp (rootfs.go)
 
 	mu      sync.Mutex
 	ip      netip.Addr
@@ -107,6 +108,7 @@ func (r *podRunner) run(ctx context.Context) {
 	}
 	status.PodIP, status.PodIPs = r.ip.String(), []corev1.PodIP{{IP: r.ip.String()}}
 	r.writeStatus(ctx, status)
+	defer r.removeScratch()
 	volumes, err := r.volumes(ctx)
 	if err != nil {
 		log("volumes: %v", err)
@@ -246,18 +248,19 @@ func (r *podRunner) start(ctx context.Context, c *corev1.Container, holder *os.P
 		}
 		if vm.SubPath != "" {
 			src = filepath.Join(src, vm.SubPath)
-			if _, err := os.Stat(src); os.IsNotExist(err) {
-				if err := os.MkdirAll(src, 0o755); err != nil {
+			if _, err := os.Stat(r.fs.nodeView(src)); os.IsNotExist(err) {
+				if err := os.MkdirAll(r.fs.nodeView(src), 0o755); err != nil {
 					return nil, err
 				}
 			}
 		}
-		fi, err := os.Stat(src)
+		fi, err := os.Stat(r.fs.nodeView(src))
 		if err != nil {
 			return nil, err
 		}
 		spec.Mounts = append(spec.Mounts, mount{Source: src, Target: vm.MountPath, ReadOnly: vm.ReadOnly, File: !fi.IsDir()})
 	}
+	r.fs.container(&spec, c.Name)
 	data, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err

@@ -13,12 +13,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// volumes makes the pod's volumes as directories on the node and returns them by name:
-// Secrets and ConfigMaps as files (keys or items, with their modes), emptyDir (medium Memory
-// under /dev/shm), hostPath as it is, a PersistentVolumeClaim as one directory per claim
-// shared by every pod of the node. Other kinds (the service account token, downward API) are
-// empty directories. A container mounts them in its own mount namespace.
+// volumes makes the pod's file system (its tmpfs and /tmp, rootfs.go) and its volumes as
+// directories, and returns them by name: Secrets and ConfigMaps as files (keys or items,
+// with their modes), emptyDir (medium Memory in the pod's tmpfs), hostPath as it is, a
+// PersistentVolumeClaim as one directory per claim shared by every pod of the node. Other
+// kinds (the service account token, downward API) are empty directories. A container mounts
+// them in its own root. All but hostPath and claims go with the pod (removeScratch).
 func (r *podRunner) volumes(ctx context.Context) (map[string]string, error) {
+	fs, err := startPodFS(r.dir)
+	if err != nil {
+		return nil, err
+	}
+	r.fs = fs
 	out := map[string]string{}
 	for _, v := range r.pod.Spec.Volumes {
 		dir := filepath.Join(r.dir, "volumes", v.Name)
@@ -48,8 +54,7 @@ func (r *podRunner) volumes(ctx context.Context) (map[string]string, error) {
 				return data, nil
 			})
 		case v.EmptyDir != nil && v.EmptyDir.Medium == corev1.StorageMediumMemory:
-			dir = filepath.Join("/dev/shm", "t9k-procnode", r.n.opts.Name, string(r.uid), v.Name)
-			err = os.MkdirAll(dir, 0o777)
+			dir, err = r.fs.memoryDir(v.Name)
 		case v.HostPath != nil:
 			dir = v.HostPath.Path
 			if t := v.HostPath.Type; t != nil && *t == corev1.HostPathDirectoryOrCreate {
@@ -67,6 +72,13 @@ func (r *podRunner) volumes(ctx context.Context) (map[string]string, error) {
 		out[v.Name] = dir
 	}
 	return out, nil
+}
+
+// removeScratch removes what the pod had on the node, but its logs: its file system (the
+// tmpfs goes with its holder) and its volumes' directories.
+func (r *podRunner) removeScratch() {
+	r.fs.remove()
+	_ = os.RemoveAll(filepath.Join(r.dir, "volumes"))
 }
 
 // keyFiles writes the keys of a Secret or ConfigMap as files, waiting a while for it to

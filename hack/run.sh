@@ -27,6 +27,7 @@ export KUBECONFIG
 KUBECONFIG=$(go run ./hack/cluster up --dir "$CLUSTER_DIR" --bin-dir "$BIN")
 controller_pid=
 procnode_pid=
+procnode_help=
 cleanup() {
   [[ -n "$procnode_pid" ]] && kill "$procnode_pid" 2>/dev/null && wait "$procnode_pid" 2>/dev/null
   [[ -n "$controller_pid" ]] && kill "$controller_pid" 2>/dev/null && wait "$controller_pid" 2>/dev/null
@@ -75,7 +76,10 @@ elif [[ ! -x /usr/bin/torchrun ]]; then
 else
   go build -o bin/ ./hack/procnode
   STATE=$ROOT/_output/procnode
-  bin/procnode --kubeconfig "$KUBECONFIG" --state-dir "$STATE" >_output/procnode.log 2>&1 &
+  # The node serves the kubelet API (kubectl logs, exec, port-forward) to the API server only:
+  # the local cluster's CA issued its serving certificate and the API server's client one.
+  bin/procnode --kubeconfig "$KUBECONFIG" --state-dir "$STATE" --port 0 --client-ca-file "$CLUSTER_DIR/pki/ca.crt" \
+    --tls-cert-file "$CLUSTER_DIR/pki/kubelet.crt" --tls-private-key-file "$CLUSTER_DIR/pki/kubelet.key" >_output/procnode.log 2>&1 &
   procnode_pid=$!
   until kubectl get node procnode -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null | grep -q True; do
     kill -0 "$procnode_pid" 2>/dev/null || { echo "the process node exited; see _output/procnode.log" >&2; exit 1; }
@@ -90,8 +94,11 @@ else
     [[ "$phase" == Succeeded || "$phase" == Failed ]] && break
     sleep 1
   done
-  echo "rank 0's log ($STATE/pods/default_pytorch-allreduce-worker-0/logs/worker.log):"
-  sed 's/^/  /' "$STATE/pods/default_pytorch-allreduce-worker-0/logs/worker.log"
+  echo "rank 0's log (kubectl logs pytorch-allreduce-worker-0):"
+  kubectl logs pytorch-allreduce-worker-0 | sed 's/^/  /'
+  procnode_help="  kubectl apply -k examples/mpi; kubectl logs -f mpi-allreduce-launcher   (real runs on the process node)
+  kubectl exec -it <pod on the process node> -- bash; kubectl port-forward <pod> 6006
+"
 fi
 cat <<MSG
 
@@ -101,6 +108,6 @@ Use it from another shell:
   kubectl get t9k
   kubectl describe genericjob generic-example
   kubectl apply -f examples/
-Ctrl-C stops the controller and the cluster.
+${procnode_help}Ctrl-C stops the controller and the cluster.
 MSG
 wait "$controller_pid"

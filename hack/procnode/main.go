@@ -3,6 +3,11 @@
 // root.
 //
 //	go run ./hack/procnode --kubeconfig FILE [--name procnode] [--pod-cidr 10.250.0.0/24]
+//	    [--port 10250 --client-ca-file CA --tls-cert-file CERT --tls-private-key-file KEY]
+//
+// With --client-ca-file it serves the kubelet API (kubectl logs, exec, attach, port-forward)
+// on 127.0.0.1:--port to clients with a certificate of that CA, as a kubelet does; the local
+// control plane (make cluster-up) writes the three files under <cluster dir>/pki.
 package main
 
 import (
@@ -26,14 +31,19 @@ func main() {
 	name := flag.String("name", "procnode", "name of the Node")
 	cidr := flag.String("pod-cidr", "10.250.0.0/24", "range of pod addresses (inside the node's own network namespace)")
 	state := flag.String("state-dir", "", "pods' volumes and logs (default: a directory under the temp dir, kept)")
+	var api procnode.Options
+	flag.IntVar(&api.Port, "port", 10250, "port of the kubelet API, on 127.0.0.1 (0: a free one; the Node's status says which)")
+	flag.StringVar(&api.ClientCAFile, "client-ca-file", "", "serve the kubelet API to clients with a certificate of this CA (the API server's kubelet client certificate); without it the API is not served")
+	flag.StringVar(&api.TLSCertFile, "tls-cert-file", "", "the kubelet API's serving certificate (default: a self-signed one)")
+	flag.StringVar(&api.TLSKeyFile, "tls-private-key-file", "", "the serving certificate's key")
 	flag.Parse()
-	if err := run(*kubeconfig, *name, *cidr, *state); err != nil {
+	if err := run(*kubeconfig, *name, *cidr, *state, api); err != nil {
 		fmt.Fprintln(os.Stderr, "procnode:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, name, cidr, state string) error {
+func run(kubeconfig, name, cidr, state string, opts procnode.Options) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root (it makes network and mount namespaces); run it as root")
 	}
@@ -51,5 +61,6 @@ func run(kubeconfig, name, cidr, state string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	fmt.Fprintf(os.Stderr, "procnode: node %s, pod logs under %s\n", name, filepath.Join(state, "pods"))
-	return procnode.Run(ctx, procnode.Options{Kube: kube, Name: name, PodCIDR: cidr, StateDir: state, Log: os.Stderr})
+	opts.Kube, opts.Name, opts.PodCIDR, opts.StateDir, opts.Log = kube, name, cidr, state, os.Stderr
+	return procnode.Run(ctx, opts)
 }

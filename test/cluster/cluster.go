@@ -101,6 +101,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := c.writePKI(); err != nil {
+		return nil, err
+	}
 	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
@@ -140,6 +143,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--endpoint-reconciler-type=none", // no endpoints for the loopback apiserver
 		"--allow-privileged=true",
+		// Kubelets (the process node): the API server reaches them at their InternalIP (the
+		// process node registers 127.0.0.1), presents its client certificate, and verifies
+		// theirs with the cluster's CA (pki.go).
+		"--kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP",
+		"--kubelet-client-certificate="+c.Kubelet().APIServerCertFile,
+		"--kubelet-client-key="+c.Kubelet().APIServerKeyFile,
+		"--kubelet-certificate-authority="+c.Kubelet().ClientCAFile,
 	); err != nil {
 		return nil, err
 	}

@@ -45,6 +45,9 @@ var env struct {
 	kube         kubernetes.Interface
 	jobs         versioned.Interface
 	dynamic      dynamic.Interface
+	// kubelet is what the process node serves the kubelet API with: the local control
+	// plane's files (empty on another cluster, where the node does not serve it).
+	kubelet cluster.KubeletTLS
 }
 
 func TestMain(m *testing.M) {
@@ -84,6 +87,7 @@ func run(m *testing.M) int {
 		}()
 		env.kubeconfig = c.Kubeconfig
 		env.kubectl = filepath.Join(binDir, "kubectl")
+		env.kubelet = c.Kubelet()
 		code = setUpAndRun(ctx, m)
 		return code
 	}
@@ -219,14 +223,19 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 
 // kubectl runs kubectl against the cluster under test and returns its combined output.
 func kubectl(args ...string) (string, error) {
-	if env.kubectlCache == "" {
-		env.kubectlCache = filepath.Join(os.TempDir(), fmt.Sprintf("t9k-e2e-kubectl-cache-%d", os.Getpid()))
-	}
-	cmd := exec.Command(env.kubectl, append([]string{"--kubeconfig", env.kubeconfig, "--cache-dir", env.kubectlCache}, args...)...)
+	cmd := kubectlCommand(args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	return out.String(), err
+}
+
+// kubectlCommand is a kubectl command against the cluster under test, not started.
+func kubectlCommand(args ...string) *exec.Cmd {
+	if env.kubectlCache == "" {
+		env.kubectlCache = filepath.Join(os.TempDir(), fmt.Sprintf("t9k-e2e-kubectl-cache-%d", os.Getpid()))
+	}
+	return exec.Command(env.kubectl, append([]string{"--kubeconfig", env.kubeconfig, "--cache-dir", env.kubectlCache}, args...)...)
 }
 
 // namespace creates a namespace for one test and deletes it when the test ends.

@@ -67,7 +67,11 @@ func runProcNode(name, cidr, stateDir, logPath string) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(procNode.binary, "--kubeconfig", env.kubeconfig, "--name", name, "--pod-cidr", cidr, "--state-dir", stateDir)
+	args := []string{"--kubeconfig", env.kubeconfig, "--name", name, "--pod-cidr", cidr, "--state-dir", stateDir, "--port", "0"}
+	if k := env.kubelet; k.ClientCAFile != "" {
+		args = append(args, "--client-ca-file", k.ClientCAFile, "--tls-cert-file", k.CertFile, "--tls-private-key-file", k.KeyFile)
+	}
+	cmd := exec.Command(procNode.binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -132,7 +136,10 @@ func needProcNode(t *testing.T, ns string) {
 		}
 		logs, _ := filepath.Glob(filepath.Join(procNode.stateDir, "pods", ns+"_*", "logs", "*.log"))
 		for _, l := range logs {
-			data, _ := os.ReadFile(l)
+			data, err := procnode.ReadLog(l)
+			if err != nil {
+				data += fmt.Sprintf("(reading it: %v)", err)
+			}
 			t.Logf("--- %s\n%s", l, data)
 		}
 		t.Logf("process node log: %s", procNode.log)
@@ -145,10 +152,11 @@ func onProcNode(spec *corev1.PodSpec) {
 	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{Key: procnode.RuntimeLabel, Operator: corev1.TolerationOpExists})
 }
 
-// containerLog reads the output of a container of a pod of the process node.
+// containerLog reads the output of a container of a pod of the process node, as `kubectl
+// logs` shows it, from the node's log file.
 func containerLog(ns, pod, container string) string {
-	data, _ := os.ReadFile(procnode.LogPath(procNode.stateDir, ns, pod, container))
-	return string(data)
+	data, _ := procnode.ReadLog(procnode.LogPath(procNode.stateDir, ns, pod, container))
+	return data
 }
 
 // processesWith lists the machine's processes whose command line contains s.

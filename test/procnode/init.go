@@ -57,7 +57,9 @@ type containerSpec struct {
 	Dir     string
 	Env     []string
 	Command []string
-	Log     string
+	// The command's stdin, stdout and stderr are the init's fds 3, 4 and 5 (stdio.go); with
+	// TTY they are a terminal, which becomes the command's controlling terminal.
+	TTY bool
 }
 
 type mount struct {
@@ -103,10 +105,7 @@ func runContainer(specPath string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	log, err := os.OpenFile(s.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fail("%v", err)
-	}
+	stdio := []*os.File{os.NewFile(3, "stdin"), os.NewFile(4, "stdout"), os.NewFile(5, "stderr")}
 	if err := root.enter(); err != nil {
 		return fail("%v", err)
 	}
@@ -116,13 +115,15 @@ func runContainer(specPath string) int {
 		}
 	}
 	path := lookPath(s.Command[0], s.Env)
-	proc, err := os.StartProcess(path, s.Command, &os.ProcAttr{Dir: s.Dir, Env: s.Env, Files: []*os.File{nil, log, log},
-		Sys: &syscall.SysProcAttr{Setsid: true}})
+	proc, err := os.StartProcess(path, s.Command, &os.ProcAttr{Dir: s.Dir, Env: s.Env, Files: stdio,
+		Sys: &syscall.SysProcAttr{Setsid: true, Setctty: s.TTY}})
 	if err != nil {
-		fmt.Fprintf(log, "procnode: starting %q: %v\n", s.Command[0], err)
+		fmt.Fprintf(stdio[2], "procnode: starting %q: %v\n", s.Command[0], err)
 		return 127
 	}
-	log.Close()
+	for _, f := range stdio {
+		f.Close()
+	}
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	go func() {

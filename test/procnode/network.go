@@ -137,10 +137,16 @@ func (n *network) release(a netip.Addr) {
 // child started with a parent-death signal (every container) gets that signal when the
 // thread that started it ends, and Go ends a thread whose goroutine exits locked.
 func (n *network) inNamespace(f func() error) error {
+	return inNetNS(nsPath(n.holder), f)
+}
+
+// inNetNS runs f on an OS thread that has joined the network namespace at path (see
+// inNamespace).
+func inNetNS(path string, f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		fd, err := os.Open(nsPath(n.holder))
+		fd, err := os.Open(path)
 		if err != nil {
 			runtime.UnlockOSThread()
 			errc <- err

@@ -52,6 +52,13 @@ type Options struct {
 	StateDir string
 	// Log receives one line per event; nil discards them.
 	Log io.Writer
+
+	// The kubelet API (kubeletapi.go), served on 127.0.0.1:Port (0: a free port) only when
+	// ClientCAFile is set: only clients with a certificate of that CA are served (the API
+	// server's kubelet client certificate). TLSCertFile and TLSKeyFile are the serving
+	// certificate; without them the node makes a self-signed one.
+	Port                                  int
+	TLSCertFile, TLSKeyFile, ClientCAFile string
 }
 
 // Node is a running process node.
@@ -60,6 +67,7 @@ type Node struct {
 	net      *network
 	services listers.ServiceLister
 	log      func(format string, args ...any)
+	port     int // the kubelet API's; 0 when it is not served
 
 	mu   sync.Mutex
 	pods map[string]*podRunner // by namespace/name
@@ -107,6 +115,18 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer dns.Close()
 	go serveDNS(dns, n.resolve)
+
+	if opts.ClientCAFile != "" {
+		l, config, err := listenAPI(opts)
+		if err != nil {
+			return err
+		}
+		n.port = l.Addr().(*net.TCPAddr).Port
+		go n.serveAPI(ctx, l, config)
+		n.log("kubelet API on https://127.0.0.1:%d", n.port)
+	} else {
+		n.log("kubelet API not served: no client CA (kubectl logs, exec, attach and port-forward will not reach this node)")
+	}
 
 	if err := n.register(ctx); err != nil {
 		return fmt.Errorf("registering the Node: %w", err)
@@ -294,8 +314,10 @@ func (n *Node) nodeStatus() corev1.NodeStatus {
 		Capacity: capacity, Allocatable: capacity,
 		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 			Message: "the process node runs pods", LastHeartbeatTime: now, LastTransitionTime: now}},
-		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.net.gateway.String()}, {Type: corev1.NodeHostName, Address: n.opts.Name}},
-		NodeInfo:  corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: "amd64", KubeletVersion: "v1.37.1-procnode", ContainerRuntimeVersion: "procnode://1"},
+		// The API server reaches the kubelet API at the InternalIP, on this machine's loopback.
+		Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: n.opts.Name}},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(n.port)}},
+		NodeInfo:        corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: "amd64", KubeletVersion: "v1.37.1-procnode", ContainerRuntimeVersion: "procnode://1"},
 	}
 }
 

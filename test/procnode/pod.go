@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -36,10 +37,12 @@ type podRunner struct {
 	dir                                 string
 	fs                                  *podFS // its tmpfs and /tmp (rootfs.go)
 
-	mu      sync.Mutex
-	ip      netip.Addr
-	serving bool // the pod has its address and has not ended
-	ready   bool
+	mu         sync.Mutex
+	ip         netip.Addr
+	serving    bool // the pod has its address and has not ended
+	ready      bool
+	containers map[string]*container // those started, init containers too, by name
+	netns      string                // the pod's network namespace
 
 	deleteOnce sync.Once
 	deleting   chan time.Duration // the grace period
@@ -74,14 +77,20 @@ func (r *podRunner) delete(grace time.Duration) {
 
 // container is one running container.
 type container struct {
-	spec    *corev1.Container
-	cmd     *exec.Cmd
-	started time.Time
-	exited  chan struct{}
-	code    int32
-	ended   time.Time
-	ready   bool
-	probed  time.Time
+	spec      *corev1.Container
+	cmd       *exec.Cmd
+	env       []string // its environment, resolved
+	netns     string   // the pod's network namespace
+	out       *output  // its log (logs.go)
+	stdin     io.WriteCloser
+	stdinOnce sync.Once
+	tty       *os.File // its terminal, with spec.tty
+	started   time.Time
+	exited    chan struct{}
+	code      int32
+	ended     time.Time
+	ready     bool
+	probed    time.Time
 }
 
 func (r *podRunner) run(ctx context.Context) {
@@ -210,7 +219,7 @@ func (r *podRunner) sandbox() (*os.Process, error) {
 		return holder, err
 	}
 	r.mu.Lock()
-	r.ip, r.serving = ip, true
+	r.ip, r.serving, r.netns = ip, true, nsPath(holder)
 	r.mu.Unlock()
 	names := r.hostname
 	if r.subdomain != "" {
@@ -235,8 +244,7 @@ func (r *podRunner) start(ctx context.Context, c *corev1.Container, holder *os.P
 	if err != nil {
 		return nil, err
 	}
-	spec := containerSpec{Hostname: r.hostname, NetNS: nsPath(holder), Dir: c.WorkingDir, Env: env, Command: argv,
-		Log: LogPath(r.n.opts.StateDir, r.namespace, r.pod.Name, c.Name),
+	spec := containerSpec{Hostname: r.hostname, NetNS: nsPath(holder), Dir: c.WorkingDir, Env: env, Command: argv, TTY: c.TTY,
 		Mounts: []mount{
 			{Source: filepath.Join(r.dir, "hosts"), Target: "/etc/hosts", File: true},
 			{Source: filepath.Join(r.dir, "resolv.conf"), Target: "/etc/resolv.conf", File: true},
@@ -276,14 +284,32 @@ func (r *podRunner) start(ctx context.Context, c *corev1.Container, holder *os.P
 	cmd := exec.Command(self, containerArg, specPath)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS | syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = r.n.opts.Log
-	if err := cmd.Start(); err != nil {
+	ct := &container{spec: c, cmd: cmd, env: env, netns: spec.NetNS, exited: make(chan struct{})}
+	stdio, err := ct.openStdio(LogPath(r.n.opts.StateDir, r.namespace, r.pod.Name, c.Name))
+	if err != nil {
 		return nil, err
 	}
-	ct := &container{spec: c, cmd: cmd, started: time.Now(), exited: make(chan struct{})}
+	cmd.ExtraFiles = stdio // the init's fds 3, 4 and 5: the command's stdin, stdout and stderr
+	err = cmd.Start()
+	for _, f := range stdio {
+		_ = f.Close() // the command's now
+	}
+	if err != nil {
+		ct.closeStdin()
+		return nil, err
+	}
+	ct.started = time.Now()
+	r.mu.Lock()
+	if r.containers == nil {
+		r.containers = map[string]*container{}
+	}
+	r.containers[c.Name] = ct
+	r.mu.Unlock()
 	go func() {
 		_ = cmd.Wait()
 		ct.code = exitCode(cmd.ProcessState)
 		ct.ended = time.Now()
+		ct.closeStdin()
 		close(ct.exited)
 	}()
 	return ct, nil

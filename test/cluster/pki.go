@@ -1,0 +1,123 @@
+package cluster
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// KubeletTLS are the files a kubelet of this cluster (the process node, test/procnode) serves
+// its API with, as a kubelet's --tls-cert-file, --tls-private-key-file and --client-ca-file:
+// a serving certificate for 127.0.0.1 issued by the cluster's CA (the API server verifies it
+// with that CA), and the CA itself, which issued the API server's kubelet client certificate,
+// the only client certificate it issues.
+type KubeletTLS struct {
+	CertFile, KeyFile, ClientCAFile string
+	// APIServerCertFile and APIServerKeyFile are the API server's client certificate
+	// towards kubelets, for tests that stand in for it.
+	APIServerCertFile, APIServerKeyFile string
+}
+
+// The cluster's certificates, under <dir>/pki.
+const (
+	pkiDir = "pki"
+	// caName signs the API server's kubelet client certificate and the kubelets' serving
+	// certificate.
+	caName = "ca"
+	// kubeletClientName is the API server's client certificate towards kubelets.
+	kubeletClientName = "apiserver-kubelet-client"
+	// kubeletServingName is the kubelets' serving certificate: 127.0.0.1 and localhost.
+	kubeletServingName = "kubelet"
+)
+
+// KubeletTLSIn is the kubelet files of the cluster whose directory is dir.
+func KubeletTLSIn(dir string) KubeletTLS {
+	p := func(name, ext string) string { return filepath.Join(dir, pkiDir, name+ext) }
+	return KubeletTLS{CertFile: p(kubeletServingName, ".crt"), KeyFile: p(kubeletServingName, ".key"), ClientCAFile: p(caName, ".crt"),
+		APIServerCertFile: p(kubeletClientName, ".crt"), APIServerKeyFile: p(kubeletClientName, ".key")}
+}
+
+// Kubelet is what a kubelet of this cluster serves its API with.
+func (c *Cluster) Kubelet() KubeletTLS { return KubeletTLSIn(c.Dir) }
+
+// writePKI makes the cluster's CA, the API server's client certificate towards kubelets and
+// the kubelets' serving certificate. Keys are readable by their owner only.
+func (c *Cluster) writePKI() error {
+	dir := filepath.Join(c.Dir, pkiDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	now := time.Now()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	caTemplate := &x509.Certificate{
+		Subject:   pkix.Name{CommonName: "t9k-local-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(1, 0, 0),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true, IsCA: true,
+	}
+	caCert, err := issue(dir, caName, caTemplate, caKey, nil, nil)
+	if err != nil {
+		return err
+	}
+	for name, template := range map[string]*x509.Certificate{
+		kubeletClientName: {
+			Subject:     pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		},
+		kubeletServingName: {
+			Subject:     pkix.Name{CommonName: "t9k-local-kubelet"},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+		},
+	} {
+		template.NotBefore, template.NotAfter = now.Add(-time.Hour), now.AddDate(1, 0, 0)
+		template.KeyUsage = x509.KeyUsageDigitalSignature
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return err
+		}
+		if _, err := issue(dir, name, template, key, caCert, caKey); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// issue signs template with the CA (itself when ca is nil) and writes <name>.crt and
+// <name>.key.
+func issue(dir, name string, template *x509.Certificate, key *ecdsa.PrivateKey, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (*x509.Certificate, error) {
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return nil, err
+	}
+	template.SerialNumber = serial
+	if ca == nil {
+		ca, caKey = template, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return nil, err
+	}
+	return x509.ParseCertificate(der)
+}

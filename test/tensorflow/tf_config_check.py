@@ -56,7 +56,10 @@ for t, i, addr in peers:
         try:
             with socket.create_connection((host, int(port)), timeout=5) as c:
                 reply = c.recv(64).decode()
-            break
+            if reply:
+                break
+            # Connected as the task was going away (a replica restarted): not an answer yet.
+            raise ConnectionResetError("closed without answering")
         except OSError as e:
             if time.time() > deadline:
                 print(f"{me}: {addr} did not answer: {e}", flush=True)

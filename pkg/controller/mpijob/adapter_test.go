@@ -230,6 +230,8 @@ func TestDebugAndPause(t *testing.T) {
 		t.Errorf("debug worker runs %q %q, want %q", got, worker.Spec.Containers[0].Args, wantWorker)
 	}
 
+	// The launcher and the workers are created side by side: wait for all of them.
+	h.WaitFor(t, "the launcher and 5 workers", func(context.Context) bool { return len(h.Pods(t, ns)) == 6 })
 	for _, p := range h.Pods(t, ns) {
 		h.SetPod(t, ns, p.Name, corev1.PodRunning, true, 0)
 	}

@@ -9,9 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
@@ -72,36 +70,9 @@ func TestRealDebugMPIJob(t *testing.T) {
 func TestRealDebugColossalAIJob(t *testing.T) {
 	ns := namespace(t)
 	needProcNode(t, ns)
-	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "pytorch", "allreduce.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "scripts"}, Data: map[string]string{"allreduce.py": string(script)}}
-	if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	standIn, err := filepath.Abs(filepath.Join(repoRoot, "test", "colossalai"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	worker := corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-		Containers: []corev1.Container{{Name: "worker", Image: "hpcaitech/colossalai:0.3.0", VolumeMounts: []corev1.VolumeMount{
-			{Name: "scripts", MountPath: "/workspace"}, {Name: "colossalai", MountPath: "/opt/colossalai", ReadOnly: true}}}},
-		Volumes: []corev1.Volume{
-			{Name: "scripts", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "scripts"}}}},
-			{Name: "colossalai", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: standIn}}},
-		},
-	}}
-	onProcNode(&worker.Spec)
-	job := &batch.ColossalAIJob{ObjectMeta: metav1.ObjectMeta{Name: "colossal-debug"}, Spec: batch.ColossalAIJobSpec{
-		Launcher: batch.ColossalAILauncher{Image: "hpcaitech/colossalai:0.3.0", WorkingDir: "/workspace",
-			Env: []corev1.EnvVar{{Name: "PATH", Value: "/opt/colossalai:/usr/local/bin:/usr/bin:/bin"}}},
-		Worker: batch.ColossalAIWorkerSpec{Replicas: ptr.To[int32](2), ProcPerWorker: ptr.To[int32](2),
-			Command: []string{"allreduce.py"}, Template: worker,
-			TorchArgs: []string{"--redirects", "2", "--tee=1"}}, // as TestRealColossalAIJob: Debian's torchrun needs them
-		RunMode: &batch.RunMode{Debug: &batch.DebugMode{Enabled: true, ReplicaSpecs: []batch.ReplicaDebugSet{
-			{Type: batch.WorkerType, SkipInitContainer: true, Command: []string{"/usr/bin/sshd"}}}}},
-	}}
+	job := realColossalAIJob(t, ns, "colossal-debug")
+	job.Spec.RunMode = &batch.RunMode{Debug: &batch.DebugMode{Enabled: true, ReplicaSpecs: []batch.ReplicaDebugSet{
+		{Type: batch.WorkerType, SkipInitContainer: true, Command: []string{"/usr/bin/sshd"}}}}}
 	jobs := env.jobs.BatchV1beta1().ColossalAIJobs(ns)
 	if _, err := jobs.Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

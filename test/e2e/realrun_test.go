@@ -246,36 +246,7 @@ func TestRealMPIJob(t *testing.T) {
 func TestRealColossalAIJob(t *testing.T) {
 	ns := namespace(t)
 	needProcNode(t, ns)
-	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "pytorch", "allreduce.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "scripts"}, Data: map[string]string{"allreduce.py": string(script)}}
-	if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	standIn, err := filepath.Abs(filepath.Join(repoRoot, "test", "colossalai"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	worker := corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-		Containers: []corev1.Container{{Name: "worker", Image: "hpcaitech/colossalai:0.3.0", VolumeMounts: []corev1.VolumeMount{
-			{Name: "scripts", MountPath: "/workspace"}, {Name: "colossalai", MountPath: "/opt/colossalai", ReadOnly: true}}}},
-		Volumes: []corev1.Volume{
-			{Name: "scripts", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "scripts"}}}},
-			{Name: "colossalai", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: standIn}}},
-		},
-	}}
-	onProcNode(&worker.Spec)
-	job := &batch.ColossalAIJob{ObjectMeta: metav1.ObjectMeta{Name: "colossal"}, Spec: batch.ColossalAIJobSpec{
-		Launcher: batch.ColossalAILauncher{Image: "hpcaitech/colossalai:0.3.0", WorkingDir: "/workspace",
-			Env: []corev1.EnvVar{{Name: "PATH", Value: "/opt/colossalai:/usr/local/bin:/usr/bin:/bin"}}},
-		Worker: batch.ColossalAIWorkerSpec{Replicas: ptr.To[int32](2), ProcPerWorker: ptr.To[int32](2),
-			Command: []string{"allreduce.py"}, Template: worker,
-			// Debian's torchrun (PyTorch 1.13 on Python 3.11) cannot parse its own default
-			// "0" for these two; passing them also proves torchArgs reach torchrun.
-			TorchArgs: []string{"--redirects", "2", "--tee=1"}},
-	}}
+	job := realColossalAIJob(t, ns, "colossal")
 	if _, err := env.jobs.BatchV1beta1().ColossalAIJobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -459,4 +430,42 @@ func killFirstRun(t *testing.T, ns, pod, container string) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("killing %s's process %d: %v", pod, pid, err)
 	}
+}
+
+// realColossalAIJob is a ColossalAIJob of 2 workers x 2 processes on the process node: the
+// PyTorch example's all-reduce (a ConfigMap "scripts" it creates in ns) run by `colossalai run`
+// (the stand-in of test/colossalai).
+func realColossalAIJob(t *testing.T, ns, name string) *batch.ColossalAIJob {
+	t.Helper()
+	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "pytorch", "allreduce.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "scripts"}, Data: map[string]string{"allreduce.py": string(script)}}
+	if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	standIn, err := filepath.Abs(filepath.Join(repoRoot, "test", "colossalai"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "worker", Image: "hpcaitech/colossalai:0.3.0", VolumeMounts: []corev1.VolumeMount{
+			{Name: "scripts", MountPath: "/workspace"}, {Name: "colossalai", MountPath: "/opt/colossalai", ReadOnly: true}}}},
+		Volumes: []corev1.Volume{
+			{Name: "scripts", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "scripts"}}}},
+			{Name: "colossalai", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: standIn}}},
+		},
+	}}
+	onProcNode(&worker.Spec)
+	job := &batch.ColossalAIJob{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: batch.ColossalAIJobSpec{
+		Launcher: batch.ColossalAILauncher{Image: "hpcaitech/colossalai:0.3.0", WorkingDir: "/workspace",
+			Env: []corev1.EnvVar{{Name: "PATH", Value: "/opt/colossalai:/usr/local/bin:/usr/bin:/bin"}}},
+		Worker: batch.ColossalAIWorkerSpec{Replicas: ptr.To[int32](2), ProcPerWorker: ptr.To[int32](2),
+			Command: []string{"allreduce.py"}, Template: worker,
+			// Debian's torchrun (PyTorch 1.13 on Python 3.11) cannot parse its own default
+			// "0" for these two; passing them also proves torchArgs reach torchrun.
+			TorchArgs: []string{"--redirects", "2", "--tee=1"}},
+	}}
+	return job
 }

@@ -193,12 +193,12 @@ func adapters(jobs versioned.Interface, f jobinformers.SharedInformerFactory) []
 // and in-flight syncs are done.
 func runAll(ctx context.Context, o options, kube kubernetes.Interface, jobFactory jobinformers.SharedInformerFactory,
 	kinds []engine.Adapter, events kubernetes.Interface, ready *atomic.Bool) {
-	// The children, of every kind the engine's table lists: only the project's, without
-	// managedFields (memory).
+	// The children, of every kind the engine's table lists: only the project's, and of each
+	// only what the engine reads (engine.TrimChild): memory.
 	kubeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
 		informers.WithNamespace(o.namespace),
 		informers.WithTweakListOptions(func(opts *metav1.ListOptions) { opts.LabelSelector = batch.LabelJobName }),
-		informers.WithTransform(dropManagedFields))
+		informers.WithTransform(engine.TrimChild))
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
 	defer broadcaster.Shutdown()

@@ -60,7 +60,8 @@ func Start(t *testing.T, newAdapter func(versioned.Interface, jobinformers.Share
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	jobFactory := jobinformers.NewSharedInformerFactory(h.Jobs, 0)
-	kubeFactory := informers.NewSharedInformerFactory(h.Kube, 0)
+	// The children's caches keep what the controller's keep (engine.TrimChild).
+	kubeFactory := informers.NewSharedInformerFactoryWithOptions(h.Kube, 0, informers.WithTransform(engine.TrimChild))
 	c := engine.New(newAdapter(h.Jobs, jobFactory), h.Kube, kubeFactory, h.Events)
 	jobFactory.Start(ctx.Done())
 	kubeFactory.Start(ctx.Done())

@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+// full gives a pod everything a real one has besides what the tests set: the fields the
+// informer transform drops.
+func full(p *corev1.Pod) *corev1.Pod {
+	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+	p.Spec.NodeName = "node-1"
+	p.Spec.Containers = []corev1.Container{{Name: "main", Image: "busybox", Command: []string{"train"},
+		Env:       []corev1.EnvVar{{Name: "RANK", Value: "0"}},
+		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}}}
+	p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	p.Status.HostIP, p.Status.PodIP, p.Status.QOSClass = "10.0.0.1", "10.1.0.5", corev1.PodQOSBurstable
+	p.Status.StartTime = &metav1.Time{Time: now.Add(-2 * time.Hour)}
+	for i := range p.Status.ContainerStatuses {
+		cs := &p.Status.ContainerStatuses[i]
+		cs.Image, cs.ImageID, cs.ContainerID, cs.RestartCount = "busybox", "sha256:abc", "containerd://123", 0
+		cs.Ready, cs.Started = cs.State.Running != nil, ptr.To(cs.State.Running != nil)
+	}
+	return p
+}
+
+// The engine decides the same on the children as the informers keep them (TrimChild) as on
+// the children as the API server has them. A field the transform drops that the engine
+// starts to read makes a case here decide differently.
+func TestTrimmedChildrenDecideAlike(t *testing.T) {
+	oom := full(pod("job-worker-0", "w0", corev1.PodFailed, 137))
+	oom.Status.Reason, oom.Status.Message = "Evicted", "The node was low on memory."
+	oom.Status.ContainerStatuses[0].State.Terminated.Reason = "OOMKilled"
+	deleting := full(pod("job-worker-1", "w1", corev1.PodRunning, 0))
+	deleting.DeletionTimestamp = &metav1.Time{Time: now}
+	debug := full(ready(pod("job-worker-1", "w1", corev1.PodRunning, 0)))
+	debug.Annotations = map[string]string{batch.AnnotationRunMode: batch.RunModeDebug}
+	succeeded := full(pod("job-worker-0", "w0", corev1.PodSucceeded, 0))
+	succeeded.CreationTimestamp = metav1.Time{Time: now.Add(-time.Hour)}
+
+	hostfile := Object{Kind: ConfigMapKind, Name: "job-hostfile", Build: func(metav1.Object) (metav1.Object, error) {
+		return &corev1.ConfigMap{Data: map[string]string{"hostfile": "w0\n"}}, nil
+	}}
+	madeHostfile, err := buildObject(testJob(batch.JobStatus{}), hostfile, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	madeHostfile.(*corev1.ConfigMap).ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "t9k"}}
+	tensorboard := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "job-tensorboard", UID: "d"},
+		Spec:   appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)},
+		Status: appsv1.DeploymentStatus{ReadyReplicas: 1, Replicas: 1, ObservedGeneration: 3}}
+	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "job-worker-0", UID: "s0", Labels: map[string]string{batch.LabelReplicaType: "worker"}},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Port: 2222}}}}
+
+	restartOnFailure := &Plan{Groups: []Group{workers(2, batch.RestartOnFailure, ptr.To[int32](3))}, Judge: allSucceed,
+		ServicePorts: []corev1.ServicePort{{Port: 2222}}, Objects: []Object{hostfile}, CleanUp: batch.CleanUpUnfinished,
+		KindStatus: func(ch Children) KindStatus {
+			ready := int32(0)
+			for _, o := range ch.Objects {
+				if d, ok := o.(*appsv1.Deployment); ok {
+					ready = d.Status.ReadyReplicas
+				}
+			}
+			return readyReplicas(ready)
+		}}
+	debugPlan := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Debug: true, DebugHint: "go", Judge: allSucceed}
+	cases := []struct {
+		name    string
+		plan    *Plan
+		status  batch.JobStatus
+		pods    []*corev1.Pod
+		objects []metav1.Object
+	}{
+		{"a restart after an OOM kill, a pod being deleted, objects", restartOnFailure,
+			statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
+			[]*corev1.Pod{oom, deleting}, []metav1.Object{madeHostfile, tensorboard, service}},
+		{"debug mode, ready pods", debugPlan,
+			statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
+			[]*corev1.Pod{full(ready(pod("job-worker-0", "w0", corev1.PodRunning, 0))), debug}, nil},
+		{"success and clean-up", restartOnFailure,
+			statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
+			[]*corev1.Pod{succeeded, full(pod("job-worker-1", "w1", corev1.PodSucceeded, 0))}, []metav1.Object{service}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			trimmed := Children{}
+			for _, p := range tc.pods {
+				o, _ := TrimChild(p.DeepCopy())
+				trimmed.Pods = append(trimmed.Pods, o.(*corev1.Pod))
+			}
+			for _, obj := range tc.objects {
+				o, _ := TrimChild(obj.(runtime.Object).DeepCopyObject())
+				trimmed.Objects = append(trimmed.Objects, o.(metav1.Object))
+			}
+			want := summary(t, Decide(testJob(tc.status), tc.plan, Children{Pods: tc.pods, Objects: tc.objects}, now))
+			if got := summary(t, Decide(testJob(tc.status), tc.plan, trimmed, now)); got != want {
+				t.Errorf("decided on trimmed children:\n%s\nwant, as on the full ones:\n%s", got, want)
+			}
+		})
+	}
+}
+
+// readyReplicas is a stand-in kind status that reads a Deployment's readiness.
+type readyReplicas int32
+
+func (readyReplicas) SetOn(Job) bool { return false }
+
+// summary is what a decision does, as text: its status, kind status and the names it writes.
+func summary(t *testing.T, d *Decision) string {
+	t.Helper()
+	data, err := json.MarshalIndent(map[string]any{
+		"status": d.Status, "kindStatus": d.KindStatus, "createPods": names(d.CreatePods), "deletePods": names(d.DeletePods),
+		"create": names(d.CreateObjects), "update": names(d.UpdateObjects), "delete": names(d.DeleteObjects),
+		"restarted": d.Restarted, "requeue": d.RequeueAfter, "outcome": d.Outcome, "waiting": d.Waiting, "hint": d.DebugHint,
+	}, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}

@@ -57,6 +57,7 @@ type options struct {
 	renewDeadline  time.Duration
 	retryPeriod    time.Duration
 	resyncPeriod   time.Duration
+	memoryLimit    string
 	bindAddress    string
 	profiling      bool
 }
@@ -82,6 +83,8 @@ func main() {
 		"time between two attempts to take or renew the Lease")
 	fs.StringVar(&o.bindAddress, "bind-address", ":8080", "address of /metrics, /healthz and /readyz")
 	fs.BoolVar(&o.profiling, "profiling", false, "serve Go profiles at /debug/pprof/ on --bind-address")
+	fs.StringVar(&o.memoryLimit, "memory-limit", os.Getenv(memoryLimitEnv),
+		"the container's memory limit (e.g. 512Mi; $"+memoryLimitEnv+" by default): the Go runtime's soft limit is set to 90% of it, unless GOMEMLIMIT is set")
 	features.Gates.AddFlag(fs)
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
@@ -100,6 +103,11 @@ func main() {
 
 func run(ctx context.Context, o options) error {
 	logger := klog.FromContext(ctx)
+	if soft, err := setMemoryLimit(o.memoryLimit); err != nil {
+		return err
+	} else if soft > 0 {
+		logger.Info("Go memory limit set", "bytes", soft, "containerLimit", o.memoryLimit)
+	}
 	config, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("loading the client configuration: %w", err)

@@ -107,3 +107,24 @@ func TestLeaseTimings(t *testing.T) {
 		}
 	}
 }
+
+func TestGoMemoryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		limit string
+		set   bool
+		want  int64
+	}{
+		{"", false, 0},
+		{"512Mi", false, 512 << 20 / 10 * 9},
+		{"536870912", false, 536870912 / 10 * 9}, // as the downward API gives it
+		{"512Mi", true, 0},                       // GOMEMLIMIT wins
+	} {
+		got, err := goMemoryLimit(tc.limit, tc.set)
+		if err != nil || got != tc.want {
+			t.Errorf("goMemoryLimit(%q, GOMEMLIMIT set %v) = %d, %v; want %d", tc.limit, tc.set, got, err, tc.want)
+		}
+	}
+	if _, err := goMemoryLimit("lots", false); err == nil {
+		t.Error("a limit that is not a quantity was taken")
+	}
+}

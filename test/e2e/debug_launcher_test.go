@@ -54,9 +54,10 @@ func TestRealDebugMPIJob(t *testing.T) {
 	if n := strings.Count(out, "all-reduce sum 45, want 45"); n != 9 {
 		t.Errorf("the launch command printed %d of 9 ranks:\n%s", n, out)
 	}
+	perHost := ranksPerHost(rankHosts(t, out))
 	for i := range 3 {
 		worker := fmt.Sprintf("mpi-debug-worker-%d", i)
-		if n := strings.Count(out, "on "+worker+":"); n != 3 {
+		if n := perHost[worker]; n != 3 {
 			t.Errorf("%d ranks ran on %s, want 3:\n%s", n, worker, out)
 		}
 	}

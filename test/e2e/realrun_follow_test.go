@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -74,11 +73,7 @@ func TestRealMPIJobResizedWhilePaused(t *testing.T) {
 	if n := strings.Count(log, "all-reduce sum 21, want 21"); n != 6 {
 		t.Errorf("the launcher's log shows %d of 6 ranks (-N 3 on 2 workers):\n%s", n, log)
 	}
-	hosts := map[string]bool{}
-	for _, m := range regexp.MustCompile(`on (\S+): all-reduce`).FindAllStringSubmatch(log, -1) {
-		hosts[strings.SplitN(m[1], ".", 2)[0]] = true
-	}
-	if len(hosts) != 2 || !hosts["mpi-resized-worker-0"] || !hosts["mpi-resized-worker-1"] {
+	if hosts := ranksPerHost(rankHosts(t, log)); len(hosts) != 2 || hosts["mpi-resized-worker-0"] == 0 || hosts["mpi-resized-worker-1"] == 0 {
 		t.Errorf("ranks ran on %v, want both workers and no other host", hosts)
 	}
 	if _, err := env.kube.CoreV1().Pods(ns).Get(context.Background(), "mpi-resized-worker-2", metav1.GetOptions{}); err == nil {

@@ -195,22 +195,8 @@ func TestRealMPIJob(t *testing.T) {
 	if n := strings.Count(log, "all-reduce sum 45, want 45"); n != 9 {
 		t.Errorf("the launcher's log shows %d of 9 ranks:\n%s", n, log)
 	}
-	// "rank 4 of 9 on mpi-allreduce-worker-1: all-reduce sum 45, want 45"
-	hostOf := map[int]string{}
-	perHost := map[string]int{}
-	for _, line := range strings.Split(log, "\n") {
-		var rank, size int
-		var host string
-		if _, err := fmt.Sscanf(line, "rank %d of %d on %s", &rank, &size, &host); err != nil {
-			continue
-		}
-		host = strings.TrimSuffix(host, ":")
-		if prev, ok := hostOf[rank]; ok {
-			t.Errorf("rank %d reported twice, on %s and %s", rank, prev, host)
-		}
-		hostOf[rank] = host
-		perHost[host]++
-	}
+	hostOf := rankHosts(t, log)
+	perHost := ranksPerHost(hostOf)
 	t.Logf("ranks per host: %v", perHost)
 	for i := range 3 {
 		worker := fmt.Sprintf("mpi-allreduce-worker-%d", i)
@@ -468,4 +454,34 @@ func realColossalAIJob(t *testing.T, ns, name string) *batch.ColossalAIJob {
 			TorchArgs: []string{"--redirects", "2", "--tee=1"}},
 	}}
 	return job
+}
+
+// rankHosts reads the host each rank of examples/mpi's allreduce.py ran on from its lines
+// ("rank 4 of 9 on mpi-allreduce-worker-1: all-reduce sum 45, want 45"), by rank; a rank
+// reported twice fails the test.
+func rankHosts(t *testing.T, log string) map[int]string {
+	t.Helper()
+	hostOf := map[int]string{}
+	for _, line := range strings.Split(log, "\n") {
+		var rank, size int
+		var host string
+		if _, err := fmt.Sscanf(line, "rank %d of %d on %s", &rank, &size, &host); err != nil {
+			continue
+		}
+		host = strings.TrimSuffix(host, ":")
+		if prev, ok := hostOf[rank]; ok {
+			t.Errorf("rank %d reported twice, on %s and %s", rank, prev, host)
+		}
+		hostOf[rank] = host
+	}
+	return hostOf
+}
+
+// ranksPerHost counts ranks by host.
+func ranksPerHost(hostOf map[int]string) map[string]int {
+	perHost := map[string]int{}
+	for _, host := range hostOf {
+		perHost[host]++
+	}
+	return perHost
 }

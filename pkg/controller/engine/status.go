@@ -246,21 +246,11 @@ func sortConditions(conds []batch.JobCondition) {
 }
 
 func hasCondition(s *batch.JobStatus, t batch.JobConditionType) bool {
-	for _, c := range s.Conditions {
-		if c.Type == t {
-			return true
-		}
-	}
-	return false
+	return conditionOf(s, t).Type == t
 }
 
 func hasTrue(s *batch.JobStatus, t batch.JobConditionType) bool {
-	for _, c := range s.Conditions {
-		if c.Type == t && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
+	return conditionOf(s, t).Status == corev1.ConditionTrue
 }
 
 // wasPaused reports whether a job is paused or has been paused and resumed: resume settings

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -10,6 +11,7 @@ import (
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
+	"github.com/t9k-jobs/t9k-jobs/pkg/features"
 )
 
 // apply carries out a decision: the status and the writes, in an order that survives a
@@ -33,6 +35,10 @@ func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision
 	case err != nil:
 		_ = c.writeDecided(ctx, key, job, d) // show what was created; the retry creates the rest
 	case written == 0:
+		if wait := c.holdMinor(key, job, d); wait > 0 {
+			d.RequeueAfter = minPositive(d.RequeueAfter, wait)
+			return nil
+		}
 		return c.writeDecided(ctx, key, job, d)
 	default:
 		// The new children's events bring a sync within podBatchPeriod that reports them as
@@ -40,6 +46,34 @@ func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision
 		// one write per job saved.
 	}
 	return err
+}
+
+// holdMinor is how long a decided status should wait before it is written (0: write now).
+// With BatchedPodStatusUpdates, a status that leaves the job's phase as it is (a replica
+// scheduled, one of four running) waits until podBatchPeriod after the first such status of
+// the job was held back, and is written then with whatever changed meanwhile; a status that
+// moves the phase goes at once, and with it whatever was held. So a burst of pod changes
+// costs one status write, and the change a user waits for (Running, an end) is not delayed.
+func (c *Controller) holdMinor(key string, job Job, d *Decision) time.Duration {
+	old := job.JobStatus()
+	if !features.Enabled(features.BatchedPodStatusUpdates) || phaseOf(old) != phaseOf(d.Status) {
+		return 0
+	}
+	if equality.Semantic.DeepEqual(old, d.Status) {
+		c.held.Delete(key) // nothing held; the kind's own status, if it changed, goes now
+		return 0
+	}
+	since, _ := c.held.LoadOrStore(key, c.now())
+	return podBatchPeriod - c.now().Sub(since.(time.Time))
+}
+
+// phaseOf is a status's phase, where a status never written counts as Pending: a job's first
+// status that says it is pending is no news.
+func phaseOf(s *batch.JobStatus) batch.JobPhase {
+	if s.Phase == "" {
+		return batch.JobPending
+	}
+	return s.Phase
 }
 
 // fail fails a job that cannot run, once: its spec cannot run as written (its plan failed),
@@ -97,6 +131,7 @@ func (c *Controller) writeStatus(ctx context.Context, key string, job Job, statu
 	if err != nil {
 		return err
 	}
+	c.held.Delete(key)
 	c.written.Store(key, writtenStatus{resourceVersion: written.GetResourceVersion(), at: c.now()})
 	if from != status.Phase {
 		fromLabel := string(from)

@@ -116,4 +116,5 @@ func (c *Controller) forget(key string) {
 		c.expect.Forget(expectKey(key, cc.kind))
 	}
 	c.written.Delete(key)
+	c.held.Delete(key)
 }

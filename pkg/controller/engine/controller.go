@@ -21,7 +21,8 @@ import (
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
 )
 
-// podBatchPeriod coalesces the syncs (and status writes) that children's changes cause.
+// podBatchPeriod coalesces the syncs (and status writes) that children's changes cause, as
+// long as the job's phase stays as it is.
 const podBatchPeriod = time.Second
 
 // statusWaitTTL bounds how long a sync waits for the cache to show its own status write.
@@ -45,6 +46,9 @@ type Controller struct {
 	// written holds, per job key, the resourceVersion of the controller's last status write,
 	// until the cache shows it: a sync on an older copy would count a restart again.
 	written sync.Map // key -> writtenStatus
+	// held holds, per job key, when the job's first status that waits for the batch to close
+	// was decided (holdMinor), until a status of the job is written.
+	held sync.Map // key -> time.Time
 	// endSeen holds, per pod UID, when the pod was first seen ended: restart backoffs count
 	// from there (a container's finishedAt has one-second resolution).
 	endSeen sync.Map // types.UID -> time.Time
@@ -202,6 +206,13 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 			return 0, c.fail(ctx, key, job, "NameTaken", taken)
 		}
 		return 0, err
+	}
+	if Finished(d.Status) {
+		// A finished job restarts nothing: when its pods ended no longer matters, and
+		// remembering it for pods kept by the clean-up policy would cost memory for good.
+		for _, p := range children.Pods {
+			c.endSeen.Delete(p.UID)
+		}
 	}
 	logger.V(4).Info("Synced", "phase", d.Status.Phase, "created", len(d.CreatePods)+len(d.CreateObjects),
 		"updated", len(d.UpdateObjects), "deleted", len(d.DeletePods)+len(d.DeleteObjects))

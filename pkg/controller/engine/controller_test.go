@@ -21,6 +21,7 @@ import (
 type stallTest struct {
 	c     *Controller
 	clock *clocktesting.FakeClock
+	jobs  *fake.Clientset
 }
 
 func newStallTest(t *testing.T, job *batch.GenericJob) *stallTest {
@@ -43,7 +44,7 @@ func newStallTest(t *testing.T, job *batch.GenericJob) *stallTest {
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Clock: clock})
 	t.Cleanup(c.queue.ShutDown)
-	return &stallTest{c: c, clock: clock}
+	return &stallTest{c: c, clock: clock, jobs: jobs}
 }
 
 // processOnce takes the job's key from the queue and syncs it.

@@ -76,7 +76,9 @@ func (c *Controller) childAdded(k *ChildKind, obj any) {
 		c.expect.CreationObserved(expectKey(key, k))
 	}
 	c.noteEnd(o)
-	c.enqueueChange(key)
+	// The last of a sync's creations to show lets the job be decided again: at once, as a
+	// sync may be waiting for it; a creation among others is batched.
+	c.enqueueChange(key, c.expectationsWait(key) == 0)
 }
 
 func (c *Controller) childUpdated(k *ChildKind, old, cur any) {
@@ -99,7 +101,7 @@ func (c *Controller) childUpdated(k *ChildKind, old, cur any) {
 		c.expect.UpdateObserved(expectKey(key, k), o.GetUID())
 	}
 	c.noteEnd(o)
-	c.enqueueChange(key)
+	c.enqueueChange(key, milestone(oldObj, o))
 }
 
 // childDeleted observes the deletion of a child (possibly a tombstone), and syncs its job at
@@ -126,12 +128,22 @@ func (c *Controller) noteEnd(o metav1.Object) {
 	}
 }
 
-// enqueueChange syncs the job after a child's change; with BatchedPodStatusUpdates the syncs
-// of changes within podBatchPeriod are one, and so is their status write.
-func (c *Controller) enqueueChange(key string) {
-	if features.Enabled(features.BatchedPodStatusUpdates) {
-		c.queue.AddAfter(key, podBatchPeriod)
+// milestone reports whether a child's change may move its job's phase: a pod that starts or
+// stops running, becomes ready or not, or ends. Such a change syncs its job at once; the
+// status the sync decides is written at once only if the phase moved (holdMinor).
+func milestone(old, cur metav1.Object) bool {
+	was, okOld := old.(*corev1.Pod)
+	pod, ok := cur.(*corev1.Pod)
+	return ok && okOld && (was.Status.Phase != pod.Status.Phase || podReady(was) != podReady(pod))
+}
+
+// enqueueChange syncs the job after a child's change: at once if now is set or batching is
+// off; otherwise with BatchedPodStatusUpdates the syncs of changes within podBatchPeriod are
+// one, and so is their status write.
+func (c *Controller) enqueueChange(key string, now bool) {
+	if now || !features.Enabled(features.BatchedPodStatusUpdates) {
+		c.queue.Add(key)
 		return
 	}
-	c.queue.Add(key)
+	c.queue.AddAfter(key, podBatchPeriod)
 }

@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+// ownedPod is the stall test job's one pod, in the given phase, as its cache shows it.
+func (s *stallTest) ownedPod(t *testing.T, phase corev1.PodPhase) *corev1.Pod {
+	t.Helper()
+	p := pod("job-worker-0", "pod-uid", phase, 0)
+	p.Labels[batch.LabelControllerUID] = "job-uid"
+	p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(testJob(batch.JobStatus{}), batch.SchemeGroupVersion.WithKind("GenericJob"))}
+	if err := s.c.caches[kindIndex(PodKind)].indexer.Update(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func kindIndex(kind ObjectKind) int {
+	for i := range childKinds {
+		if childKinds[i].Kind == kind {
+			return i
+		}
+	}
+	panic(kind)
+}
+
+// statusWrites counts the job's status updates sent.
+func (s *stallTest) statusWrites() int {
+	n := 0
+	for _, a := range s.jobs.Actions() {
+		if a.GetVerb() == "update" && a.GetSubresource() == "status" {
+			n++
+		}
+	}
+	return n
+}
+
+// A status that leaves the phase as it is (a replica scheduled, not yet running) is held
+// until the job's batch closes, and written then; one that moves the phase goes at once.
+func TestMinorStatusWaitsForTheBatch(t *testing.T) {
+	s := newStallTest(t, testJob(batch.JobStatus{}))
+	s.ownedPod(t, corev1.PodPending)
+	wait, err := s.c.sync(context.Background(), "ns/job")
+	if err != nil || wait <= 0 || wait > podBatchPeriod {
+		t.Fatalf("sync of a pending job returned %s, %v: want to come back within %s", wait, err, podBatchPeriod)
+	}
+	if n := s.statusWrites(); n != 0 {
+		t.Fatalf("a pending status was written at once (%d writes): it should wait for the batch", n)
+	}
+	s.clock.Step(podBatchPeriod / 2)
+	if wait, _ := s.c.sync(context.Background(), "ns/job"); wait != podBatchPeriod/2 {
+		t.Fatalf("half-way through the batch the sync asks to come back in %s, want %s (the batch's end, not a new one)", wait, podBatchPeriod/2)
+	}
+	s.clock.Step(podBatchPeriod / 2)
+	if _, err := s.c.sync(context.Background(), "ns/job"); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.statusWrites(); n != 1 {
+		t.Fatalf("%d status writes once the batch closed, want 1", n)
+	}
+	if _, held := s.c.held.Load("ns/job"); held {
+		t.Error("the job is still held after its status was written")
+	}
+}
+
+func TestPhaseChangeIsWrittenAtOnce(t *testing.T) {
+	s := newStallTest(t, testJob(batch.JobStatus{}))
+	s.ownedPod(t, corev1.PodPending)
+	if _, err := s.c.sync(context.Background(), "ns/job"); err != nil {
+		t.Fatal(err)
+	}
+	s.ownedPod(t, corev1.PodRunning)
+	wait, err := s.c.sync(context.Background(), "ns/job")
+	if err != nil || wait != 0 {
+		t.Fatalf("sync returned %s, %v", wait, err)
+	}
+	if n := s.statusWrites(); n != 1 {
+		t.Fatalf("%d status writes when the job started running, want 1 at once", n)
+	}
+	got, err := s.jobs.BatchV1beta1().GenericJobs("ns").Get(context.Background(), "job", metav1.GetOptions{})
+	if err != nil || got.Status.Phase != batch.JobRunning {
+		t.Fatalf("written phase %q, %v: want Running", got.Status.Phase, err)
+	}
+	if _, held := s.c.held.Load("ns/job"); held {
+		t.Error("the held pending status outlived the write that replaced it")
+	}
+}
+
+// A pod change that may move the job's phase syncs the job at once; one that cannot (the
+// pod scheduled) is batched.
+func TestMilestonesSyncAtOnce(t *testing.T) {
+	s := newStallTest(t, testJob(batch.JobStatus{}))
+	pods := &childKinds[kindIndex(PodKind)]
+	pending := s.ownedPod(t, corev1.PodPending)
+	pending.ResourceVersion = "1"
+	scheduled := pending.DeepCopy()
+	scheduled.ResourceVersion, scheduled.Spec.NodeName = "2", "node-1"
+	s.c.childUpdated(pods, pending, scheduled)
+	if n := s.c.queue.Len(); n != 0 {
+		t.Fatalf("scheduling a pod queued its job at once (%d queued): it should be batched", n)
+	}
+	running := scheduled.DeepCopy()
+	running.ResourceVersion, running.Status.Phase = "3", corev1.PodRunning
+	s.c.childUpdated(pods, scheduled, running)
+	if n := s.c.queue.Len(); n != 1 {
+		t.Fatalf("a pod that started running left its job waiting for the batch (%d queued, want 1)", n)
+	}
+	key, _ := s.c.queue.Get()
+	s.c.queue.Done(key)
+	ended := running.DeepCopy()
+	ended.ResourceVersion, ended.Status.Phase = "4", corev1.PodSucceeded
+	s.c.childUpdated(pods, running, ended)
+	if n := s.c.queue.Len(); n != 1 {
+		t.Fatalf("a pod that ended left its job waiting for the batch (%d queued, want 1)", n)
+	}
+}
+
+// A finished job keeps no per-pod memory: its pods, kept by the clean-up policy, cost the
+// controller nothing beyond its cache.
+func TestFinishedJobForgetsItsPodsEnds(t *testing.T) {
+	s := newStallTest(t, testJob(batch.JobStatus{}))
+	ended := s.ownedPod(t, corev1.PodSucceeded)
+	s.c.noteEnd(ended)
+	if _, ok := s.c.endSeen.Load(ended.UID); !ok {
+		t.Fatal("the pod's end was not noted")
+	}
+	if _, err := s.c.sync(context.Background(), "ns/job"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.jobs.BatchV1beta1().GenericJobs("ns").Get(context.Background(), "job", metav1.GetOptions{})
+	if err != nil || got.Status.Phase != batch.JobSucceeded {
+		t.Fatalf("written phase %q, %v: want Succeeded", got.Status.Phase, err)
+	}
+	if _, ok := s.c.endSeen.Load(ended.UID); ok {
+		t.Error("the finished job's pod is still remembered as ended")
+	}
+}

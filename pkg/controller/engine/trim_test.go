@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
@@ -26,11 +27,36 @@ func full(p *corev1.Pod) *corev1.Pod {
 	p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	p.Status.HostIP, p.Status.PodIP, p.Status.QOSClass = "10.0.0.1", "10.1.0.5", corev1.PodQOSBurstable
 	p.Status.StartTime = &metav1.Time{Time: now.Add(-2 * time.Hour)}
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations["example.com/from-the-template"] = "x"
+	p.Finalizers = []string{"example.com/keep"}
+	p.Status.Conditions = append(p.Status.Conditions,
+		corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Time{Time: now.Add(-2 * time.Hour)}},
+		corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", Message: "not ready"})
 	for i := range p.Status.ContainerStatuses {
 		cs := &p.Status.ContainerStatuses[i]
 		cs.Image, cs.ImageID, cs.ContainerID, cs.RestartCount = "busybox", "sha256:abc", "containerd://123", 0
 		cs.Ready, cs.Started = cs.State.Running != nil, ptr.To(cs.State.Running != nil)
+		if r := cs.State.Running; r != nil {
+			r.StartedAt = metav1.Time{Time: now.Add(-time.Hour)}
+		}
+		if t := cs.State.Terminated; t != nil {
+			t.StartedAt, t.Message, t.Signal, t.ContainerID = metav1.Time{Time: now.Add(-2 * time.Hour)}, "bye", 9, "containerd://123"
+		}
+		if w := cs.State.Waiting; w != nil {
+			w.Message = "Back-off pulling image"
+		}
+		cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}
 	}
+	return p
+}
+
+// waiting is a pending pod whose container waits, for the reason given.
+func waiting(name string, uid types.UID, reason string) *corev1.Pod {
+	p := pod(name, uid, corev1.PodPending, 0)
+	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}
 	return p
 }
 
@@ -41,6 +67,7 @@ func TestTrimmedChildrenDecideAlike(t *testing.T) {
 	oom := full(pod("job-worker-0", "w0", corev1.PodFailed, 137))
 	oom.Status.Reason, oom.Status.Message = "Evicted", "The node was low on memory."
 	oom.Status.ContainerStatuses[0].State.Terminated.Reason = "OOMKilled"
+	oom.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.Time{Time: now.Add(-10 * time.Second)} // its 3rd restart's backoff is over
 	deleting := full(pod("job-worker-1", "w1", corev1.PodRunning, 0))
 	deleting.DeletionTimestamp = &metav1.Time{Time: now}
 	debug := full(ready(pod("job-worker-1", "w1", corev1.PodRunning, 0)))
@@ -82,11 +109,14 @@ func TestTrimmedChildrenDecideAlike(t *testing.T) {
 		objects []metav1.Object
 	}{
 		{"a restart after an OOM kill, a pod being deleted, objects", restartOnFailure,
-			statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
+			statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 2), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
 			[]*corev1.Pod{oom, deleting}, []metav1.Object{madeHostfile, tensorboard, service}},
 		{"debug mode, ready pods", debugPlan,
 			statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
 			[]*corev1.Pod{full(ready(pod("job-worker-0", "w0", corev1.PodRunning, 0))), debug}, nil},
+		{"a pod waiting for its image", restartOnFailure,
+			statusWith(batch.JobPending, replicaStatus("job-worker-0", "w0", batch.ReplicaPending, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
+			[]*corev1.Pod{full(waiting("job-worker-0", "w0", "ImagePullBackOff")), full(ready(pod("job-worker-1", "w1", corev1.PodRunning, 0)))}, nil},
 		{"success and clean-up", restartOnFailure,
 			statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
 			[]*corev1.Pod{succeeded, full(pod("job-worker-1", "w1", corev1.PodSucceeded, 0))}, []metav1.Object{service}},

@@ -140,11 +140,12 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	// Jobs without managedFields: the cache is smaller, and so is every status write, which
-	// sends the whole object (the API server keeps the managedFields a write leaves out). The
-	// resync brings every job back now and then, should an event it waited for never come.
+	// Jobs without managedFields nor kubectl's copy of the applied object (engine.TrimJob):
+	// the cache is smaller, and so is every status write, which sends the whole object (the
+	// API server keeps what a status write leaves out). The resync brings every job back now
+	// and then, should an event it waited for never come.
 	jobFactory := jobinformers.NewSharedInformerFactoryWithOptions(jobs, o.resyncPeriod, jobinformers.WithNamespace(o.namespace),
-		jobinformers.WithTransform(dropManagedFields))
+		jobinformers.WithTransform(engine.TrimJob))
 	kinds := adapters(jobs, jobFactory)
 	if err := checkCRDs(kube.Discovery(), kinds); err != nil {
 		return err
@@ -236,13 +237,6 @@ func runAll(ctx context.Context, o options, kube kubernetes.Interface, jobFactor
 	wg.Wait()
 	jobFactory.Shutdown()
 	kubeFactory.Shutdown()
-}
-
-func dropManagedFields(obj any) (any, error) {
-	if accessor, ok := obj.(metav1.Object); ok {
-		accessor.SetManagedFields(nil)
-	}
-	return obj, nil
 }
 
 func serve(addr string, profiling bool, ready *atomic.Bool) *http.Server {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -242,5 +243,24 @@ func TestTypedClient(t *testing.T) {
 	}
 	if updated.Spec.CleanUpPolicy != "" {
 		t.Errorf("status update changed spec.cleanUpPolicy to %q", updated.Spec.CleanUpPolicy)
+	}
+}
+
+// TestStatusWritesKeepAppliedConfiguration: the controller's cache drops kubectl's
+// last-applied copy of a job (engine.TrimJob), yet its status writes leave the copy on the
+// job, so that the user's next `kubectl apply` still merges against it.
+func TestStatusWritesKeepAppliedConfiguration(t *testing.T) {
+	ns := namespace(t)
+	if out, err := kubectl("apply", "-n", ns, "-f", filepath.Join(repoRoot, "examples", "generic-example.yaml")); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var job *batchv1beta1.GenericJob
+	waitFor(t, "the controller's first status write", time.Minute, func(ctx context.Context) (bool, error) {
+		var err error
+		job, err = env.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, "generic-example", metav1.GetOptions{})
+		return err == nil && job.Status.Phase != "", nil
+	})
+	if job.Annotations["kubectl.kubernetes.io/last-applied-configuration"] == "" {
+		t.Fatalf("the job lost kubectl's last-applied configuration after a status write; annotations: %v", job.Annotations)
 	}
 }

@@ -70,3 +70,24 @@ func trimPod(o *corev1.Pod) *corev1.Pod {
 		Status: corev1.PodStatus{Phase: o.Status.Phase, Conditions: conditions, Reason: o.Status.Reason,
 			Message: o.Status.Message, ContainerStatuses: statuses}}
 }
+
+// lastApplied is the annotation in which `kubectl apply` keeps a copy of the whole object as
+// the user applied it: as large as the job's spec, and never read by the controller.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// TrimJob is the informer transform of the jobs' caches: a job keeps its spec, status, and
+// metadata less managedFields and kubectl's last-applied copy. A status write sends the whole
+// cached job, but the API server takes only the status from it (the status subresource), so
+// nothing dropped here is lost.
+func TrimJob(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+		if a := m.GetAnnotations(); a[lastApplied] != "" {
+			delete(a, lastApplied)
+			if len(a) == 0 {
+				m.SetAnnotations(nil)
+			}
+		}
+	}
+	return obj, nil
+}

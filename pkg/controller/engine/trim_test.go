@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -157,4 +158,24 @@ func summary(t *testing.T, d *Decision) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// A job's cached copy loses managedFields and kubectl's copy of the applied object, and
+// nothing else.
+func TestTrimJob(t *testing.T) {
+	job := testJob(batch.JobStatus{Phase: batch.JobRunning})
+	job.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+	job.Annotations = map[string]string{lastApplied: `{"kind":"GenericJob"}`, "team": "a"}
+	job.Spec.ReplicaSpecs = []batch.GenericReplicaSpec{{Type: "worker"}}
+	want := job.DeepCopy()
+	want.ManagedFields, want.Annotations = nil, map[string]string{"team": "a"}
+	got, _ := TrimJob(job)
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("trimmed job:\n%+v\nwant\n%+v", got, want)
+	}
+	only := testJob(batch.JobStatus{})
+	only.Annotations = map[string]string{lastApplied: "{}"}
+	if got, _ := TrimJob(only); got.(*batch.GenericJob).Annotations != nil {
+		t.Errorf("annotations left: %v", got.(*batch.GenericJob).Annotations)
+	}
 }

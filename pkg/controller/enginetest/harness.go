@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -42,20 +43,43 @@ func Start(t *testing.T, newAdapter func(versioned.Interface, jobinformers.Share
 	t.Helper()
 	h := &Harness{Kube: kubefake.NewClientset(kubeObjects...), Jobs: fake.NewClientset(jobs...), Events: record.NewFakeRecorder(1000)}
 	// Nor does it move resourceVersions, without which informers take updates for resyncs.
+	// Both clientsets: the controller waits for its cache to show its own status write by
+	// the resourceVersion it wrote.
 	var version atomic.Int64
-	h.Kube.PrependReactor("create", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		if obj, ok := action.(k8stesting.CreateAction).GetObject().(metav1.Object); ok {
-			if obj.GetUID() == "" {
-				obj.SetUID(uuid.NewUUID())
+	for _, client := range []interface {
+		PrependReactor(verb, resource string, reaction k8stesting.ReactionFunc)
+	}{h.Kube, h.Jobs} {
+		client.PrependReactor("create", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+			if obj, ok := action.(k8stesting.CreateAction).GetObject().(metav1.Object); ok {
+				if obj.GetUID() == "" {
+					obj.SetUID(uuid.NewUUID())
+				}
+				obj.SetResourceVersion(fmt.Sprint(version.Add(1)))
 			}
-			obj.SetResourceVersion(fmt.Sprint(version.Add(1)))
+			return false, nil, nil
+		})
+		client.PrependReactor("update", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+			if obj, ok := action.(k8stesting.UpdateAction).GetObject().(metav1.Object); ok {
+				obj.SetResourceVersion(fmt.Sprint(version.Add(1)))
+			}
+			return false, nil, nil
+		})
+	}
+	// And like the API server, an update of a job keeps its status as stored, and an update
+	// of its status keeps the rest: a test's edit sent with a status read earlier must not
+	// undo the controller's status write.
+	h.Jobs.PrependReactor("update", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		update := action.(k8stesting.UpdateAction)
+		stored, err := h.Jobs.Tracker().Get(update.GetResource(), update.GetNamespace(), update.GetObject().(metav1.Object).GetName())
+		if err != nil {
+			return false, nil, nil
 		}
-		return false, nil, nil
-	})
-	h.Kube.PrependReactor("update", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		if obj, ok := action.(k8stesting.UpdateAction).GetObject().(metav1.Object); ok {
-			obj.SetResourceVersion(fmt.Sprint(version.Add(1)))
+		keep := "Status"
+		if update.GetSubresource() == "status" {
+			keep = "Spec"
 		}
+		to, from := reflect.ValueOf(update.GetObject()).Elem(), reflect.ValueOf(stored).Elem()
+		to.FieldByName(keep).Set(from.FieldByName(keep))
 		return false, nil, nil
 	})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -74,13 +74,20 @@ func (h harness) workersReady(t *testing.T, workers, n int) {
 
 func (h harness) launcher(t *testing.T) *corev1.Pod {
 	t.Helper()
-	var launcher *corev1.Pod
-	h.WaitFor(t, "the launcher", func(ctx context.Context) bool {
-		p, err := h.Kube.CoreV1().Pods(ns).Get(ctx, "mpi-example-launcher", metav1.GetOptions{})
-		launcher = p
+	return h.pod(t, "mpi-example-launcher")
+}
+
+// pod waits for a pod of the job to be created. The pods of one sync are created in
+// parallel: one existing says nothing of the others.
+func (h harness) pod(t *testing.T, name string) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	h.WaitFor(t, name, func(ctx context.Context) bool {
+		p, err := h.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		pod = p
 		return err == nil
 	})
-	return launcher
+	return pod
 }
 
 // TestSeedExample: the documented example's objects, as golden files; the launcher waits for
@@ -216,10 +223,7 @@ func TestDebugAndPause(t *testing.T) {
 	if n := len(launcher.Spec.Volumes); n != 2 {
 		t.Errorf("debug launcher has %d volumes, want the SSH Secret and the hostfile", n)
 	}
-	worker, err := h.Kube.CoreV1().Pods(ns).Get(context.Background(), "mpi-example-worker-0", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	worker := h.pod(t, "mpi-example-worker-0")
 	wantWorker := []string{"/bin/sh", "-c", `mkdir -p /run/sshd && s=$1 && shift && ` +
 		`if ! { [ -x "$s" ] || command -v "$s" >/dev/null 2>&1; }; then echo "$s is not in the image: running $1 (ssh.sshdPath) instead" >&2; s=$1; fi && ` +
 		`shift && exec "$s" "$@"`,
@@ -252,7 +256,8 @@ func TestDebugAndPause(t *testing.T) {
 	}
 	var again *corev1.Pod
 	h.WaitFor(t, "worker 0 made again", func(ctx context.Context) bool {
-		again, err = h.Kube.CoreV1().Pods(ns).Get(ctx, "mpi-example-worker-0", metav1.GetOptions{})
+		p, err := h.Kube.CoreV1().Pods(ns).Get(ctx, "mpi-example-worker-0", metav1.GetOptions{})
+		again = p
 		return err == nil && again.UID != worker.UID
 	})
 	h.SetPod(t, ns, again.Name, corev1.PodRunning, true, 0)

@@ -49,14 +49,19 @@ func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision
 }
 
 // holdMinor is how long a decided status should wait before it is written (0: write now).
-// With BatchedPodStatusUpdates, a status that leaves the job's phase as it is (a replica
-// scheduled, one of four running) waits until podBatchPeriod after the first such status of
-// the job was held back, and is written then with whatever changed meanwhile; a status that
-// moves the phase goes at once, and with it whatever was held. So a burst of pod changes
-// costs one status write, and the change a user waits for (Running, an end) is not delayed.
+// With BatchedPodStatusUpdates, while a job starts (its phase Pending before and after) a
+// status that changes only its replicas' progress (one scheduled, one of four running) waits
+// until podBatchPeriod after the first such status was held back, and is written then with
+// whatever changed meanwhile; the status that moves the phase goes at once, and with it
+// whatever was held. So a starting job's burst of pod changes costs one status write, and
+// Running is not delayed.
+//
+// Only a starting job is held: the status is also the controller's memory (a replica's last
+// phase tells a pod deleted while it ran from one never made), and while a job starts a
+// later sync decides from the unwritten status what this one did.
 func (c *Controller) holdMinor(key string, job Job, d *Decision) time.Duration {
 	old := job.JobStatus()
-	if !features.Enabled(features.BatchedPodStatusUpdates) || phaseOf(old) != phaseOf(d.Status) {
+	if !features.Enabled(features.BatchedPodStatusUpdates) || phaseOf(old) != batch.JobPending || phaseOf(d.Status) != batch.JobPending {
 		return 0
 	}
 	if equality.Semantic.DeepEqual(old, d.Status) {

@@ -117,8 +117,22 @@ func TestMilestonesSyncAtOnce(t *testing.T) {
 	ended := running.DeepCopy()
 	ended.ResourceVersion, ended.Status.Phase = "4", corev1.PodSucceeded
 	s.c.childUpdated(pods, running, ended)
-	if n := s.c.queue.Len(); n != 1 {
-		t.Fatalf("a pod that ended left its job waiting for the batch (%d queued, want 1)", n)
+	if n := s.c.queue.Len(); n != 0 {
+		t.Fatalf("a pod that ended queued its job at once (%d queued): the ends of a job's pods are batched", n)
+	}
+}
+
+// Only a starting job's status is held: once it runs, what a sync decides is written then,
+// for the status is also what the next sync decides from.
+func TestRunningJobStatusIsNotHeld(t *testing.T) {
+	s := newStallTest(t, testJob(statusWith(batch.JobRunning, replicaStatus("job-worker-0", "pod-uid", batch.ReplicaRunning, 0))))
+	s.ownedPod(t, corev1.PodPending) // its container waits again: the replica is Pending, the job still Running
+	wait, err := s.c.sync(context.Background(), "ns/job")
+	if err != nil || wait != 0 {
+		t.Fatalf("sync returned %s, %v", wait, err)
+	}
+	if n := s.statusWrites(); n != 1 {
+		t.Fatalf("%d status writes of a running job's change, want 1 at once", n)
 	}
 }
 

@@ -123,18 +123,30 @@ func (c *Controller) childDeleted(k *ChildKind, obj any) {
 
 // noteEnd records when a pod was first seen ended.
 func (c *Controller) noteEnd(o metav1.Object) {
-	if pod, ok := o.(*corev1.Pod); ok && podEnded(pod) {
-		c.endSeen.LoadOrStore(pod.UID, c.now())
+	if phase, _, ok := podState(o); ok && (phase == corev1.PodSucceeded || phase == corev1.PodFailed) {
+		c.endSeen.LoadOrStore(o.GetUID(), c.now())
 	}
 }
 
-// milestone reports whether a child's change may move its job's phase: a pod that starts or
-// stops running, becomes ready or not, or ends. Such a change syncs its job at once; the
-// status the sync decides is written at once only if the phase moved (holdMinor).
+// podState is what the handlers read of a cached pod: its phase and readiness.
+func podState(obj any) (phase corev1.PodPhase, ready, ok bool) {
+	switch p := obj.(type) {
+	case *CachedPod:
+		return p.Phase, p.Ready, true
+	case *corev1.Pod:
+		return p.Status.Phase, podReady(p), true
+	}
+	return "", false, false
+}
+
+// milestone reports whether a child's change may start its job: a pod that starts running,
+// or becomes ready or not (replicas may wait for others to be ready). Such a change syncs its
+// job at once; while the job starts, the status the sync decides is written at once only if
+// the phase moved (holdMinor). Other changes, pods ending among them, are batched.
 func milestone(old, cur metav1.Object) bool {
-	was, okOld := old.(*corev1.Pod)
-	pod, ok := cur.(*corev1.Pod)
-	return ok && okOld && (was.Status.Phase != pod.Status.Phase || podReady(was) != podReady(pod))
+	wasPhase, wasReady, okOld := podState(old)
+	phase, ready, ok := podState(cur)
+	return ok && okOld && ((phase == corev1.PodRunning && wasPhase != phase) || wasReady != ready)
 }
 
 // enqueueChange syncs the job after a child's change: at once if now is set or batching is

@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,7 +46,7 @@ func (c *Controller) children(job Job) (Children, error) {
 			if ref := metav1.GetControllerOfNoCopy(o); ref == nil || ref.UID != job.GetUID() {
 				continue // owned by UID, never by name alone
 			}
-			if pod, ok := o.(*corev1.Pod); ok {
+			if pod := asPod(o); pod != nil {
 				ch.Pods = append(ch.Pods, pod)
 			} else {
 				ch.Objects = append(ch.Objects, o)

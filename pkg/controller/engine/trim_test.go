@@ -127,7 +127,7 @@ func TestTrimmedChildrenDecideAlike(t *testing.T) {
 			trimmed := Children{}
 			for _, p := range tc.pods {
 				o, _ := TrimChild(p.DeepCopy())
-				trimmed.Pods = append(trimmed.Pods, o.(*corev1.Pod))
+				trimmed.Pods = append(trimmed.Pods, asPod(o))
 			}
 			for _, obj := range tc.objects {
 				o, _ := TrimChild(obj.(runtime.Object).DeepCopyObject())

@@ -112,6 +112,9 @@ func TestMilestonesSyncAtOnce(t *testing.T) {
 	if n := s.c.queue.Len(); n != 1 {
 		t.Fatalf("a pod that started running left its job waiting for the batch (%d queued, want 1)", n)
 	}
+	if !s.c.lanes.urgent["ns/job"] {
+		t.Error("the job whose pod started running is not in the fast lane")
+	}
 	key, _ := s.c.queue.Get()
 	s.c.queue.Done(key)
 	ended := running.DeepCopy()

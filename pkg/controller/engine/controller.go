@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/expectations"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
@@ -35,6 +36,7 @@ type Controller struct {
 	kube     kubernetes.Interface
 	recorder record.EventRecorder
 	queue    workqueue.TypedRateLimitingInterface[string]
+	lanes    *lanes // the queue's order: urgent keys first
 	synced   []cache.InformerSynced
 
 	// caches are the children's caches, one per entry of the table of child kinds, indexed by
@@ -72,12 +74,12 @@ func New(adapter Adapter, kube kubernetes.Interface, children informers.SharedIn
 		kind:     kind,
 		kube:     kube,
 		recorder: recorder,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: kind}),
-		synced: []cache.InformerSynced{adapter.Informer().HasSynced},
-		expect: expectations.New(expectations.DefaultTTL),
-		now:    time.Now,
+		lanes:    newLanes(),
+		synced:   []cache.InformerSynced{adapter.Informer().HasSynced},
+		expect:   expectations.New(expectations.DefaultTTL),
+		now:      time.Now,
 	}
+	c.queue = newQueue(kind, clock.RealClock{}, c.lanes)
 	for i := range childKinds {
 		k := &childKinds[i]
 		informer := k.Informer(children)

@@ -8,7 +8,6 @@ import (
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
@@ -41,8 +40,7 @@ func newStallTest(t *testing.T, job *batch.GenericJob) *stallTest {
 	clock := clocktesting.NewFakeClock(now)
 	c.now = clock.Now
 	c.expect.SetClock(clock.Now)
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Clock: clock})
+	c.queue = newQueue("", clock, c.lanes)
 	t.Cleanup(c.queue.ShutDown)
 	return &stallTest{c: c, clock: clock, jobs: jobs}
 }

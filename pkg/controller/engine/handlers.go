@@ -101,6 +101,9 @@ func (c *Controller) childUpdated(k *ChildKind, old, cur any) {
 		c.expect.UpdateObserved(expectKey(key, k), o.GetUID())
 	}
 	c.noteEnd(o)
+	if milestone(oldObj, o) {
+		c.lanes.mark(key)
+	}
 	c.enqueueChange(key, milestone(oldObj, o))
 }
 
@@ -141,7 +144,7 @@ func podState(obj any) (phase corev1.PodPhase, ready, ok bool) {
 
 // milestone reports whether a child's change may start its job: a pod that starts running,
 // or becomes ready or not (replicas may wait for others to be ready). Such a change syncs its
-// job at once; while the job starts, the status the sync decides is written at once only if
+// job at once, before keys queued for other reasons (lanes); while the job starts, the status the sync decides is written at once only if
 // the phase moved (holdMinor). Other changes, pods ending among them, are batched.
 func milestone(old, cur metav1.Object) bool {
 	wasPhase, wasReady, okOld := podState(old)

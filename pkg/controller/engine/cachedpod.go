@@ -34,7 +34,8 @@ type CachedContainer struct {
 func cachePod(o *corev1.Pod) *CachedPod {
 	p := &CachedPod{ObjectMeta: o.ObjectMeta, NodeName: o.Spec.NodeName, Phase: o.Status.Phase,
 		Reason: o.Status.Reason, Message: o.Status.Message, Ready: podReady(o)}
-	p.ManagedFields, p.Annotations = nil, nil
+	p.ManagedFields, p.Annotations, p.Labels = nil, nil, internKeys(o.Labels)
+	p.Phase, p.Reason = corev1.PodPhase(intern(string(p.Phase))), intern(p.Reason)
 	if mode, ok := o.Annotations[batch.AnnotationRunMode]; ok {
 		p.Annotations = map[string]string{batch.AnnotationRunMode: mode}
 	}
@@ -44,13 +45,13 @@ func cachePod(o *corev1.Pod) *CachedPod {
 		switch {
 		case cs.State.Terminated != nil:
 			t := cs.State.Terminated
-			state.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, FinishedAt: t.FinishedAt}
+			state.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: intern(t.Reason), FinishedAt: t.FinishedAt}
 		case cs.State.Running != nil:
 			state.Running = &corev1.ContainerStateRunning{}
 		case cs.State.Waiting != nil:
-			state.Waiting = &corev1.ContainerStateWaiting{Reason: cs.State.Waiting.Reason}
+			state.Waiting = &corev1.ContainerStateWaiting{Reason: intern(cs.State.Waiting.Reason)}
 		}
-		p.Containers[i] = CachedContainer{Name: cs.Name, State: state}
+		p.Containers[i] = CachedContainer{Name: intern(cs.Name), State: state}
 	}
 	return p
 }

@@ -41,10 +41,15 @@ func TrimChild(obj any) (any, error) {
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // TrimJob is the informer transform of the jobs' caches: a job keeps its spec, status, and
-// metadata less managedFields and kubectl's last-applied copy. A status write sends the whole
+// metadata less managedFields and kubectl's last-applied copy; its status's and labels' common
+// strings are shared (intern). A status write sends the whole
 // cached job, but the API server takes only the status from it (the status subresource), so
 // nothing dropped here is lost.
 func TrimJob(obj any) (any, error) {
+	if job, ok := obj.(Job); ok {
+		internStatus(job.JobStatus())
+		job.SetLabels(internKeys(job.GetLabels()))
+	}
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
 		if a := m.GetAnnotations(); a[lastApplied] != "" {

@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+// Every decoded object brings its own copy of each string: the same label keys on every pod,
+// the same condition types, reasons and messages on every job. The caches' transforms replace
+// such strings, those drawn from small sets, by one shared copy. Strings unique to an object
+// (names, UIDs) are never interned.
+
+// internLimit bounds the table: strings past it are kept as decoded (a user's labels are not
+// a small set).
+const internLimit = 4096
+
+// internMaxLen leaves long strings (a failure's message) as decoded.
+const internMaxLen = 128
+
+var interned struct {
+	sync.Mutex
+	table map[string]string
+}
+
+// intern returns the shared copy of s.
+func intern(s string) string {
+	if s == "" || len(s) > internMaxLen {
+		return s
+	}
+	interned.Lock()
+	defer interned.Unlock()
+	if shared, ok := interned.table[s]; ok {
+		return shared
+	}
+	if interned.table == nil {
+		interned.table = map[string]string{}
+	}
+	if len(interned.table) < internLimit {
+		interned.table[s] = s
+	}
+	return s
+}
+
+// internKeys makes a map's keys shared copies.
+func internKeys(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return m
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[intern(k)] = v
+	}
+	return out
+}
+
+// internStatus shares the strings of a job's status that come from small sets: conditions'
+// types, statuses, reasons and messages, replicas' phases, containers' names, states and
+// reasons.
+func internStatus(s *batch.JobStatus) {
+	s.Phase = batch.JobPhase(intern(string(s.Phase)))
+	for i := range s.Conditions {
+		c := &s.Conditions[i]
+		c.Type, c.Status = batch.JobConditionType(intern(string(c.Type))), corev1.ConditionStatus(intern(string(c.Status)))
+		c.Reason, c.Message = intern(c.Reason), intern(c.Message)
+	}
+	for i := range s.Tasks {
+		t := &s.Tasks[i]
+		t.Type = intern(t.Type)
+		for j := range t.Replicas {
+			r := &t.Replicas[j]
+			r.Phase = batch.ReplicaPhase(intern(string(r.Phase)))
+			for k := range r.Containers {
+				c := &r.Containers[k]
+				c.Name, c.State, c.Reason = intern(c.Name), batch.ContainerState(intern(string(c.State))), intern(c.Reason)
+			}
+		}
+	}
+}

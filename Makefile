@@ -53,6 +53,11 @@ BENCH_QPS ?= 200
 BENCH_BURST ?= 400
 BENCH_ROUNDS ?= 3
 BENCH_KIND ?= GenericJob
-bench: tools ## time N jobs x R replicas on a local control plane against a raw client-go loop
+BENCH_FINISHED ?= 0
+BENCH_SCALE ?= 0
+BENCH_SCALE_STEP ?= 1000
+BENCH_FOREIGN ?= 0
+bench: tools ## time N jobs x R replicas against a raw client-go loop; BENCH_FINISHED=N: after N finished jobs; BENCH_SCALE=N: memory up to N jobs, restart
 	T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go run ./test/bench -kind $(BENCH_KIND) -jobs $(BENCH_JOBS) -replicas $(BENCH_REPLICAS) \
-		-qps $(BENCH_QPS) -burst $(BENCH_BURST) -rounds $(BENCH_ROUNDS)
+		-qps $(BENCH_QPS) -burst $(BENCH_BURST) -rounds $(BENCH_ROUNDS) \
+		-finished $(BENCH_FINISHED) -scale $(BENCH_SCALE) -scale-step $(BENCH_SCALE_STEP) -foreign $(BENCH_FOREIGN)

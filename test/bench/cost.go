@@ -143,3 +143,25 @@ func profile(ctx context.Context, ctl *controllerProcess, kube kubernetes.Interf
 	})
 	return wg.Wait
 }
+
+// writes sums the writes among a controller's requests: every verb but get, list and watch,
+// without events, which it counts apart.
+func writes(requests requestCounts) (total, events float64) {
+	for k, n := range requests {
+		f := strings.Fields(k)
+		if len(f) < 2 || f[0] == "diag" || f[0] == "get" || f[0] == "list" || f[0] == "watch" {
+			continue
+		}
+		if strings.HasPrefix(f[1], "events") {
+			events += n
+			continue
+		}
+		total += n
+	}
+	return total, events
+}
+
+func writesPerJob(requests requestCounts, jobs int) float64 {
+	total, _ := writes(requests)
+	return total / float64(jobs)
+}

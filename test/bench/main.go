@@ -8,7 +8,31 @@
 // order, and the summary takes medians: on a 2-core machine one run's time varies by a tenth
 // or more with what the cluster's own controllers happen to do meanwhile.
 //
+// Every controller run also reports two latencies per job, p50 and p99, from this process's
+// own clock at its informers' events (objects' timestamps have a resolution of a second):
+// from just before the job's Create call to its first pod, and from its last pod Running to
+// its phase Running.
+//
+// Two more modes ask what a cluster full of jobs costs, each without the raw loop:
+//
+//   - -finished N: each round has two controller runs, alternating which goes first: "empty",
+//     just the burst, and "prefilled", where N GenericJobs whose pods end at once (their pods
+//     kept, cleanUpPolicy None) are created and settled in the burst's namespace first. It
+//     reports the controller's RSS and heap after the prefill and after the burst, its idle
+//     CPU over 30 s, the burst's time and latencies, and the ratio prefilled/empty of the
+//     burst's time.
+//   - -scale N: one cluster, one controller; N such finished jobs, created -scale-step at a
+//     time, each step settled and then measured (RSS, heap in use and allocated), with the
+//     cost per job at the end; then the controller is restarted and measured: time until
+//     ready, until its queue is empty, its writes (target none) and memory. -foreign N then
+//     adds N pods that are not the controller's, in another namespace, and compares memory.
+//
+// $BENCH_CONTROLLER_ARGS (space-separated) is appended to the controller's flags in every
+// mode, e.g. --memory-limit=256Mi or --namespace=bench-controller.
+//
 //	go run ./test/bench -jobs 250 -replicas 4   (make bench)
+//	go run ./test/bench -finished 5000          (make bench BENCH_FINISHED=5000)
+//	go run ./test/bench -scale 10000            (make bench BENCH_SCALE=10000)
 package main
 
 import (
@@ -29,6 +53,8 @@ type config struct {
 	qps                             float64
 	burst                           int
 	binDir                          string
+	finished, scale, scaleStep      int
+	foreign                         int
 }
 
 func main() {
@@ -41,6 +67,10 @@ func main() {
 	flag.Float64Var(&c.qps, "qps", 200, "client QPS of the controller and of the raw loop")
 	flag.IntVar(&c.burst, "burst", 400, "client burst of the controller and of the raw loop")
 	flag.StringVar(&c.binDir, "bin-dir", os.Getenv("T9K_TOOLS_BIN"), "control-plane binaries (hack/lib/tools.sh)")
+	flag.IntVar(&c.finished, "finished", 0, "finished jobs to create before the burst, against a run without them (no raw loop)")
+	flag.IntVar(&c.scale, "scale", 0, "finished jobs to grow to, measuring the controller's memory at every step, then its restart (no burst)")
+	flag.IntVar(&c.scaleStep, "scale-step", 1000, "jobs per step of -scale")
+	flag.IntVar(&c.foreign, "foreign", 0, "after -scale, pods to create that are not the controller's, comparing its memory before and after")
 	flag.Parse()
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -57,11 +87,19 @@ type phase struct {
 // controllerRun is a controller phase and what the controller reported of it.
 type controllerRun struct {
 	phase
-	requests requestCounts // the controller's own API requests during the run
-	peakRSS  float64       // MiB
+	latencies  latencySummary
+	requests   requestCounts // the controller's own API requests during the run
+	peakRSS    float64       // MiB
+	afterBurst memory
 }
 
 func run(c config) error {
+	if (c.finished > 0 || c.scale > 0) && c.kind != "GenericJob" {
+		return fmt.Errorf("-finished and -scale fill the cluster with GenericJobs, so they time GenericJobs only")
+	}
+	if c.finished > 0 && c.scale > 0 {
+		return fmt.Errorf("-finished and -scale are separate runs")
+	}
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "t9k-bench-")
 	if err != nil {
@@ -71,6 +109,12 @@ func run(c config) error {
 		defer os.RemoveAll(dir)
 	} else {
 		fmt.Fprintln(os.Stderr, "bench: keeping", dir)
+	}
+	switch {
+	case c.scale > 0:
+		return scaleRun(ctx, c, dir)
+	case c.finished > 0:
+		return finishedRuns(ctx, c, dir)
 	}
 	fmt.Printf("\n%d GenericJobs x %d replicas (with services); controller: %d workers, QPS %.0f, burst %d; %d rounds\n",
 		c.jobs, c.replicas, c.workers, c.qps, c.burst, c.rounds)
@@ -96,7 +140,7 @@ func run(c config) error {
 				raws = append(raws, p)
 				continue
 			}
-			r, err := controllerPhase(ctx, c, runDir)
+			r, err := controllerPhase(ctx, c, runDir, nil)
 			if err != nil {
 				return err
 			}
@@ -118,8 +162,10 @@ func median(xs []float64) float64 {
 
 func report(c config, raws []phase, controllers []controllerRun) {
 	var rawTimes, rawCPU, ctlTimes, ctlCPU, ratios []float64
+	var lats []latencySummary
 	for i := range controllers {
 		ctlTimes, ctlCPU = append(ctlTimes, controllers[i].elapsed.Seconds()), append(ctlCPU, controllers[i].cpu)
+		lats = append(lats, controllers[i].latencies)
 	}
 	for i := range raws {
 		rawTimes, rawCPU = append(rawTimes, raws[i].elapsed.Seconds()), append(rawCPU, raws[i].cpu)
@@ -129,6 +175,7 @@ func report(c config, raws []phase, controllers []controllerRun) {
 	ctl := median(ctlTimes)
 	fmt.Printf("\nsummary of %d rounds (medians)\n", len(controllers))
 	fmt.Printf("controller: %.1fs, %.0f pods/s\n", ctl, pods/ctl)
+	fmt.Printf("controller: %s\n", medianLatencies(lats))
 	if len(raws) > 0 {
 		raw := median(rawTimes)
 		fmt.Printf("raw client-go loop: %.1fs, %.0f pods/s\n", raw, pods/raw)

@@ -6,24 +6,21 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/t9k-jobs/t9k-jobs/manifests"
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
-	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
 	"github.com/t9k-jobs/t9k-jobs/test/cluster"
 )
 
@@ -45,8 +42,9 @@ func rawPhase(ctx context.Context, c config, dir string) (phase, error) {
 }
 
 // controllerPhase times the controller on a fresh cluster of its own, whose CRDs were
-// installed before its controllers started.
-func controllerPhase(ctx context.Context, c config, dir string) (controllerRun, error) {
+// installed before its controllers started. prepare, if any, runs before the burst, with the
+// controller running; neither its time nor its requests count.
+func controllerPhase(ctx context.Context, c config, dir string, prepare func(context.Context, *controllerProcess, *rest.Config, kubernetes.Interface) error) (controllerRun, error) {
 	var r controllerRun
 	err := withCluster(ctx, c, dir, installCRDs, func(cl *cluster.Cluster, admin *rest.Config, kube kubernetes.Interface) error {
 		ctl, err := startController(ctx, c, cl.Kubeconfig, filepath.Dir(cl.Dir))
@@ -54,6 +52,11 @@ func controllerPhase(ctx context.Context, c config, dir string) (controllerRun, 
 			return err
 		}
 		defer ctl.stop()
+		if prepare != nil {
+			if err := prepare(ctx, ctl, admin, kube); err != nil {
+				return err
+			}
+		}
 		before, err := scrape(ctl.metrics)
 		if err != nil {
 			return err
@@ -61,12 +64,15 @@ func controllerPhase(ctx context.Context, c config, dir string) (controllerRun, 
 		usage := func() map[string]float64 { return cpuUse(cl, ctl) }
 		cpu, requests := usage(), apiserverRequests(ctx, kube)
 		profiled := profile(ctx, ctl, kube)
-		elapsed, err := runJobs(ctx, c, admin, kube)
+		b, err := runJobs(ctx, c, admin, kube)
 		if err != nil {
 			return err
 		}
 		profiled()
-		r.phase = phase{elapsed: elapsed, cpu: printCPU("controller", usage, cpu)}
+		r.phase, r.latencies = phase{elapsed: b.elapsed, cpu: printCPU("controller", usage, cpu)}, b.latencies
+		if r.afterBurst, err = ctl.memory(); err != nil {
+			return err
+		}
 		printRequests("controller", requests, apiserverRequests(ctx, kube))
 		after, err := scrape(ctl.metrics)
 		if err != nil {
@@ -112,8 +118,11 @@ func installCRDs(ctx context.Context, config *rest.Config) error {
 	})
 }
 
+// namespace creates a namespace, if it is not there yet, and waits until pods can be created
+// in it.
 func namespace(ctx context.Context, kube kubernetes.Interface, name string) error {
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -122,27 +131,44 @@ func namespace(ctx context.Context, kube kubernetes.Interface, name string) erro
 	})
 }
 
-const rawNamespace = "bench-raw"
+const (
+	rawNamespace = "bench-raw"
+	// jobNamespace holds the controller's jobs: the burst's, and the finished ones of
+	// -finished and -scale, which share it as they would on a real cluster.
+	jobNamespace = "bench-controller"
+	// prefillLabel marks the finished jobs and their pods, so that the burst's informers
+	// leave them out.
+	prefillLabel = "bench.t9k-jobs/prefill"
+)
 
 func podSpec() corev1.PodSpec {
 	return corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "trainer", Command: []string{"train"}}}}
 }
 
-// runJobs creates the jobs and returns the time until every pod and job is Running.
-func runJobs(ctx context.Context, c config, config *rest.Config, kube kubernetes.Interface) (time.Duration, error) {
-	const ns = "bench-controller"
+// burst is what runJobs measured.
+type burst struct {
+	elapsed   time.Duration
+	latencies latencySummary
+}
+
+// runJobs creates the jobs and returns the time until every pod and job is Running, and the
+// jobs' latencies. Jobs and pods of a prefill in the same namespace are left out.
+func runJobs(ctx context.Context, c config, config *rest.Config, kube kubernetes.Interface) (burst, error) {
+	const ns = jobNamespace
 	if err := namespace(ctx, kube, ns); err != nil {
-		return 0, err
+		return burst{}, err
 	}
 	client := versioned.NewForConfigOrDie(config)
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching() // before its cluster goes
-	pods := watchPods(watchCtx, kube, ns)
-	runningJobs := watchRunningJobs(watchCtx, c.kind, client, ns)
+	lat := newLatencies(podsPerJob(c))
+	pods := watchPods(watchCtx, kube, ns, "!"+prefillLabel, lat.podHandler())
+	runningJobs := watchRunningJobs(watchCtx, c.kind, client, ns, "!"+prefillLabel, lat.jobHandler())
 	start := time.Now()
 	defer showProgress("controller", pods, runningJobs)()
 	err := parallel(16, c.jobs, func(i int) error {
 		name := fmt.Sprintf("job-%04d", i)
+		lat.creating(name)
 		if c.kind == "TensorFlowTrainingJob" {
 			_, err := client.BatchV1beta1().TensorFlowTrainingJobs(ns).Create(ctx, &batch.TensorFlowTrainingJob{ObjectMeta: metav1.ObjectMeta{Name: name},
 				Spec: batch.TensorFlowTrainingJobSpec{ReplicaSpecs: []batch.TrainingReplicaSpec{{Type: "worker", Replicas: ptr.To(int32(c.replicas)),
@@ -168,7 +194,7 @@ func runJobs(ctx context.Context, c config, config *rest.Config, kube kubernetes
 		return err
 	})
 	if err != nil {
-		return 0, err
+		return burst{}, err
 	}
 	jobsAt := time.Since(start)
 	want := c.jobs * podsPerJob(c)
@@ -183,9 +209,12 @@ func runJobs(ctx context.Context, c config, config *rest.Config, kube kubernetes
 		}
 		return n.running >= want && jobsRunning == c.jobs, nil
 	})
+	elapsed := time.Since(start)
 	fmt.Printf("  controller: jobs created %.1fs, every pod created %.1fs, Running %.1fs, every job Running %.1fs\n",
-		jobsAt.Seconds(), createdAt.Seconds(), podsAt.Seconds(), time.Since(start).Seconds())
-	return time.Since(start), err
+		jobsAt.Seconds(), createdAt.Seconds(), podsAt.Seconds(), elapsed.Seconds())
+	b := burst{elapsed: elapsed, latencies: lat.summary()}
+	fmt.Printf("  controller: %s\n", b.latencies)
+	return b, err
 }
 
 // runRaw creates the pods and services the controller would, with a plain client of the
@@ -204,7 +233,7 @@ func runRaw(ctx context.Context, c config, base *rest.Config, admin kubernetes.I
 	kube := kubernetes.NewForConfigOrDie(config)
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching() // before its cluster goes
-	pods := watchPods(watchCtx, admin, ns)
+	pods := watchPods(watchCtx, admin, ns, "")
 	start := time.Now()
 	defer showProgress("raw", pods, func() int { return 0 })()
 	err := parallel(c.workers, c.jobs, func(i int) error {
@@ -240,121 +269,4 @@ func runRaw(ctx context.Context, c config, base *rest.Config, admin kubernetes.I
 	})
 	fmt.Printf("  raw: every pod created %.1fs, Running %.1fs\n", createdAt.Seconds(), time.Since(start).Seconds())
 	return time.Since(start), err
-}
-
-// podCounts counts a namespace's pods: all of them, those bound to a node, those Running.
-type podCounts struct{ created, scheduled, running int }
-
-// watchPods counts the pods of a namespace from an informer.
-func watchPods(ctx context.Context, kube kubernetes.Interface, ns string) func() podCounts {
-	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(ns))
-	informer := factory.Core().V1().Pods().Informer()
-	factory.Start(ctx.Done())
-	cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)
-	return func() podCounts {
-		var n podCounts
-		for _, obj := range informer.GetStore().List() {
-			pod := obj.(*corev1.Pod)
-			n.created++
-			if pod.Spec.NodeName != "" {
-				n.scheduled++
-			}
-			if pod.Status.Phase == corev1.PodRunning {
-				n.running++
-			}
-		}
-		return n
-	}
-}
-
-// showProgress prints, with BENCH_DIAG set, a line a second of how far a run has got, once
-// the returned stop is called (printing meanwhile would cost the run CPU).
-func showProgress(run string, pods func() podCounts, jobsRunning func() int) (stop func()) {
-	if os.Getenv("BENCH_DIAG") == "" {
-		return func() {}
-	}
-	start, done := time.Now(), make(chan struct{})
-	var lines []string
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				n := pods()
-				lines = append(lines, fmt.Sprintf("%5.1fs %5d created %5d scheduled %5d Running %4d jobs Running",
-					time.Since(start).Seconds(), n.created, n.scheduled, n.running, jobsRunning()))
-			}
-		}
-	})
-	return func() {
-		close(done)
-		wg.Wait()
-		for _, l := range lines {
-			fmt.Printf("  %s %s\n", run, l)
-		}
-	}
-}
-
-// watchRunningJobs counts the Running jobs of a namespace from an informer, so that waiting
-// costs the API server nothing. An MPIJob is Running once its launcher is.
-func watchRunningJobs(ctx context.Context, kind string, client versioned.Interface, ns string) func() int {
-	factory := jobinformers.NewSharedInformerFactoryWithOptions(client, 0, jobinformers.WithNamespace(ns))
-	informer := factory.Batch().V1beta1().GenericJobs().Informer()
-	switch kind {
-	case "MPIJob":
-		informer = factory.Batch().V1beta1().MPIJobs().Informer()
-	case "TensorFlowTrainingJob":
-		informer = factory.Batch().V1beta1().TensorFlowTrainingJobs().Informer()
-	}
-	factory.Start(ctx.Done())
-	cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)
-	return func() int {
-		n := 0
-		for _, obj := range informer.GetStore().List() {
-			if obj.(interface{ JobStatus() *batch.JobStatus }).JobStatus().Phase == batch.JobRunning {
-				n++
-			}
-		}
-		return n
-	}
-}
-
-// podsPerJob is how many pods a job of the bench has: its replicas, and an MPIJob's launcher.
-func podsPerJob(c config) int {
-	if c.kind == "MPIJob" {
-		return c.replicas + 1
-	}
-	return c.replicas
-}
-
-func parallel(workers, n int, f func(i int) error) error {
-	var (
-		mu    sync.Mutex
-		first error
-		wg    sync.WaitGroup
-		next  = make(chan int)
-	)
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				if err := f(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return first
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,48 +25,89 @@ type controllerProcess struct {
 	cmd     *exec.Cmd
 	addr    string
 	metrics string
+	started time.Time // just before the process started
 	done    chan struct{}
 }
 
+// startController builds the controller from the working tree and starts it, and returns
+// once it is ready.
 func startController(ctx context.Context, c config, kubeconfig, dir string) (*controllerProcess, error) {
+	binary, err := buildController(dir)
+	if err != nil {
+		return nil, err
+	}
+	p, err := launchController(c, binary, kubeconfig, dir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.waitReady(ctx); err != nil {
+		p.stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+func buildController(dir string) (string, error) {
 	binary := filepath.Join(dir, "t9k-job-controller")
 	if out, err := exec.Command("go", "build", "-o", binary, "./cmd/t9k-job-controller").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building the controller: %v\n%s", err, out)
+		return "", fmt.Errorf("building the controller: %v\n%s", err, out)
 	}
+	return binary, nil
+}
+
+// launchController starts a built controller with the bench's flags, then
+// $BENCH_CONTROLLER_ARGS (space-separated), so that a caller can try e.g. --memory-limit.
+// Its log goes to dir/controller.log, appended to, so that a restarted controller's log
+// follows the first one's.
+func launchController(c config, binary, kubeconfig, dir string) (*controllerProcess, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	addr := l.Addr().String()
 	l.Close()
-	log, err := os.Create(filepath.Join(dir, "controller.log"))
+	log, err := os.OpenFile(filepath.Join(dir, "controller.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	defer log.Close()
-	cmd := exec.Command(binary, "--kubeconfig", kubeconfig, "--leader-elect=false", "--bind-address", addr,
+	args := []string{"--kubeconfig", kubeconfig, "--leader-elect=false", "--bind-address", addr,
 		"--workers", strconv.Itoa(c.workers), "--kube-api-qps", fmt.Sprint(c.qps), "--kube-api-burst", strconv.Itoa(c.burst),
-		"--profiling="+strconv.FormatBool(os.Getenv("BENCH_PPROF") != ""))
+		"--profiling=" + strconv.FormatBool(os.Getenv("BENCH_PPROF") != "")}
+	cmd := exec.Command(binary, append(args, strings.Fields(os.Getenv("BENCH_CONTROLLER_ARGS"))...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &controllerProcess{cmd: cmd, addr: "http://" + addr, metrics: "http://" + addr + "/metrics", done: make(chan struct{})}
+	p := &controllerProcess{cmd: cmd, addr: "http://" + addr, metrics: "http://" + addr + "/metrics", started: started, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(p.done) }()
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		resp, err := http.Get("http://" + addr + "/readyz")
+	return p, nil
+}
+
+// waitReady waits until /readyz answers 200 (the informers' caches have synced) and returns
+// that moment.
+func (p *controllerProcess) waitReady(ctx context.Context) (time.Time, error) {
+	var ready time.Time
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+		select {
+		case <-p.done:
+			return false, fmt.Errorf("the controller exited")
+		default:
+		}
+		resp, err := http.Get(p.addr + "/readyz")
 		if err != nil {
 			return false, nil
 		}
 		resp.Body.Close()
+		ready = time.Now()
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		p.stop()
-		return nil, fmt.Errorf("the controller did not get ready: %w", err)
+		return ready, fmt.Errorf("the controller did not get ready: %w", err)
 	}
-	return p, nil
+	return ready, nil
 }
 
 func (p *controllerProcess) stop() {
@@ -78,7 +120,10 @@ func (p *controllerProcess) stop() {
 }
 
 // peakRSS is the controller's peak resident memory (VmHWM), in MiB.
-func (p *controllerProcess) peakRSS() float64 {
+func (p *controllerProcess) peakRSS() float64 { return p.procStatusMiB("VmHWM") }
+
+// procStatusMiB reads a memory field of /proc/PID/status (VmRSS, VmHWM, ...) in MiB.
+func (p *controllerProcess) procStatusMiB(field string) float64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	if err != nil {
 		return 0
@@ -86,7 +131,7 @@ func (p *controllerProcess) peakRSS() float64 {
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(s.Text(), field+":"); ok {
 			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
 			return kb / 1024
 		}
@@ -128,4 +173,123 @@ func scrape(url string) (requestCounts, error) {
 		}
 	}
 	return counts, nil
+}
+
+// series reads the current values of the named series from the controller's /metrics, each
+// named as the text format spells it: go_memstats_heap_inuse_bytes,
+// workqueue_depth{name="GenericJob"}. A series the controller does not serve is missing.
+func (p *controllerProcess) series(names ...string) (map[string]float64, error) {
+	resp, err := http.Get(p.metrics)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	values := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		name, value, ok := strings.Cut(line, " ")
+		if ok && slices.Contains(names, name) {
+			values[name], _ = strconv.ParseFloat(value, 64)
+		}
+	}
+	return values, nil
+}
+
+// memory is what the controller holds at one moment, in MiB: its resident set and its Go
+// heap (in use: spans with live or not yet swept objects; alloc: the objects themselves).
+type memory struct{ rss, heapInuse, heapAlloc float64 }
+
+const (
+	heapInuse = "go_memstats_heap_inuse_bytes"
+	heapAlloc = "go_memstats_heap_alloc_bytes"
+)
+
+func (p *controllerProcess) memory() (memory, error) {
+	v, err := p.series(heapInuse, heapAlloc)
+	if err != nil {
+		return memory{}, err
+	}
+	return memory{rss: p.procStatusMiB("VmRSS"), heapInuse: v[heapInuse] / (1 << 20), heapAlloc: v[heapAlloc] / (1 << 20)}, nil
+}
+
+// restingMemory waits for the controller's next GC cycle (the runtime forces one every two
+// minutes at the latest) and then reads its memory: right after a burst of work, such as a
+// restart's initial lists, the heap still holds that work's garbage.
+func (p *controllerProcess) restingMemory(ctx context.Context) (memory, time.Duration, error) {
+	const gcs = "go_gc_duration_seconds_count"
+	start := time.Now()
+	before, err := p.series(gcs)
+	if err != nil {
+		return memory{}, 0, err
+	}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, false, func(context.Context) (bool, error) {
+		v, err := p.series(gcs)
+		return err == nil && v[gcs] > before[gcs], err
+	})
+	if err != nil {
+		return memory{}, 0, fmt.Errorf("waiting for the controller's next GC cycle: %w", err)
+	}
+	m, err := p.memory()
+	return m, time.Since(start), err
+}
+
+func (m memory) String() string {
+	return fmt.Sprintf("RSS %.0f MiB, heap %.0f MiB", m.rss, m.heapInuse)
+}
+
+// settle waits until the controller's queue of kind is empty and has seen no add for a
+// second (two scrapes at least: an item re-queued with a delay is not in the depth until it
+// is due), and returns the last moment it saw either change: when the controller went idle.
+func (p *controllerProcess) settle(ctx context.Context, kind string, timeout time.Duration) (time.Time, error) {
+	depth, adds := fmt.Sprintf("workqueue_depth{name=%q}", kind), fmt.Sprintf("workqueue_adds_total{name=%q}", kind)
+	var last map[string]float64
+	busy := time.Now()
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		v, err := p.series(depth, adds)
+		if err != nil {
+			return false, err
+		}
+		now := time.Now()
+		if v[depth] > 0 || last == nil || v[adds] != last[adds] {
+			busy = now
+		}
+		last = v
+		return now.Sub(busy) >= time.Second, nil
+	})
+	if err != nil {
+		return busy, fmt.Errorf("the controller's %s queue did not settle: %w", kind, err)
+	}
+	return busy, nil
+}
+
+// idle is what the controller did over a period with nothing to do: CPU, queue adds and GC
+// cycles, which tell whether something woke it up or its heap cost it the CPU.
+type idle struct {
+	period         time.Duration
+	cpu            float64 // percent of one core
+	queueAdds, gcs float64
+}
+
+func (i idle) String() string {
+	return fmt.Sprintf("idle CPU %.2f%% of a core over %s (meanwhile %.0f queue adds, %.0f GC cycles)", i.cpu, i.period, i.queueAdds, i.gcs)
+}
+
+// idle measures the controller over d. The scrapes lie outside the CPU reading.
+func (p *controllerProcess) idle(kind string, d time.Duration) (idle, error) {
+	adds, gcs := fmt.Sprintf("workqueue_adds_total{name=%q}", kind), "go_gc_duration_seconds_count"
+	before, err := p.series(adds, gcs)
+	if err != nil {
+		return idle{}, err
+	}
+	cpu := p.cpuSeconds()
+	time.Sleep(d)
+	cpu = p.cpuSeconds() - cpu
+	after, err := p.series(adds, gcs)
+	if err != nil {
+		return idle{}, err
+	}
+	return idle{period: d, cpu: cpu / d.Seconds() * 100, queueAdds: after[adds] - before[adds], gcs: after[gcs] - before[gcs]}, nil
 }

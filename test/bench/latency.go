@@ -1,0 +1,171 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+// latencies records, per job of a burst, when this process created it and when its
+// informers first saw its first pod, its last pod Running and its phase Running. The times are
+// this process's own clock at each event, not the objects' timestamps, whose resolution is a
+// second: what the informers see is also what any client of the API would see, later by the
+// same watch delay for pods and for jobs.
+type latencies struct {
+	podsPerJob int
+
+	mu             sync.Mutex
+	created        map[string]time.Time // just before the job's Create call
+	firstPod       map[string]time.Time
+	runningPods    map[string]int      // per job, its pods seen Running
+	seenRunning    map[string]struct{} // the pods (namespace/name) counted there
+	lastPodRunning map[string]time.Time
+	jobRunning     map[string]time.Time
+}
+
+func newLatencies(podsPerJob int) *latencies {
+	return &latencies{podsPerJob: podsPerJob, created: map[string]time.Time{}, firstPod: map[string]time.Time{},
+		runningPods: map[string]int{}, seenRunning: map[string]struct{}{}, lastPodRunning: map[string]time.Time{},
+		jobRunning: map[string]time.Time{}}
+}
+
+// creating marks the job's creation; call it just before the Create call.
+func (l *latencies) creating(job string) {
+	now := time.Now()
+	l.mu.Lock()
+	l.created[job] = now
+	l.mu.Unlock()
+}
+
+// podHandler records the first pod of each job and its last pod's start. It runs on the
+// informer's one delivery goroutine, so it only takes the time and updates maps: a slow
+// handler would delay the events behind it, and with them the times.
+func (l *latencies) podHandler() cache.ResourceEventHandler {
+	seen := func(obj any) {
+		now := time.Now()
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		job := pod.Labels[batch.LabelJobName]
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if _, ours := l.created[job]; !ours {
+			return
+		}
+		if _, ok := l.firstPod[job]; !ok {
+			l.firstPod[job] = now
+		}
+		key := pod.Namespace + "/" + pod.Name
+		if _, counted := l.seenRunning[key]; pod.Status.Phase != corev1.PodRunning || counted {
+			return
+		}
+		l.seenRunning[key] = struct{}{}
+		l.runningPods[job]++
+		if l.runningPods[job] == l.podsPerJob {
+			l.lastPodRunning[job] = now
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, obj any) { seen(obj) }}
+}
+
+// jobHandler records when each job's phase is first seen Running.
+func (l *latencies) jobHandler() cache.ResourceEventHandler {
+	seen := func(obj any) {
+		now := time.Now()
+		job, ok := obj.(interface {
+			metav1.Object
+			JobStatus() *batch.JobStatus
+		})
+		if !ok || job.JobStatus().Phase != batch.JobRunning {
+			return
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if _, ours := l.created[job.GetName()]; !ours {
+			return
+		}
+		if _, ok := l.jobRunning[job.GetName()]; !ok {
+			l.jobRunning[job.GetName()] = now
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, obj any) { seen(obj) }}
+}
+
+// latencySummary is a burst's latencies: creation → first pod, and last pod Running → job
+// Running (negative if the job said Running first), with the jobs that had none.
+type latencySummary struct {
+	firstPod50, firstPod99, running50, running99 time.Duration
+	noFirstPod, noRunning                        int
+}
+
+func (l *latencies) summary() latencySummary {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var s latencySummary
+	var firstPod, running []time.Duration
+	for job, created := range l.created {
+		if t, ok := l.firstPod[job]; ok {
+			firstPod = append(firstPod, t.Sub(created))
+		} else {
+			s.noFirstPod++
+		}
+		last, ok1 := l.lastPodRunning[job]
+		t, ok2 := l.jobRunning[job]
+		if ok1 && ok2 {
+			running = append(running, t.Sub(last))
+		} else {
+			s.noRunning++
+		}
+	}
+	s.firstPod50, s.firstPod99 = percentile(firstPod, 0.50), percentile(firstPod, 0.99)
+	s.running50, s.running99 = percentile(running, 0.50), percentile(running, 0.99)
+	return s
+}
+
+func (s latencySummary) String() string {
+	text := fmt.Sprintf("creation → first pod p50 %s p99 %s, last pod Running → job Running p50 %s p99 %s",
+		ms(s.firstPod50), ms(s.firstPod99), ms(s.running50), ms(s.running99))
+	if s.noFirstPod+s.noRunning > 0 {
+		text += fmt.Sprintf(" (jobs without a first pod: %d, without both Running times: %d)", s.noFirstPod, s.noRunning)
+	}
+	return text
+}
+
+// percentile is the nearest-rank percentile of ds (0 when empty).
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(float64(len(s))*p)) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond)) }
+
+// medianLatencies takes, field by field, the median of several bursts' latencies.
+func medianLatencies(ls []latencySummary) latencySummary {
+	field := func(f func(latencySummary) time.Duration) time.Duration {
+		var xs []float64
+		for _, l := range ls {
+			xs = append(xs, float64(f(l)))
+		}
+		return time.Duration(median(xs))
+	}
+	return latencySummary{
+		firstPod50: field(func(l latencySummary) time.Duration { return l.firstPod50 }),
+		firstPod99: field(func(l latencySummary) time.Duration { return l.firstPod99 }),
+		running50:  field(func(l latencySummary) time.Duration { return l.running50 }),
+		running99:  field(func(l latencySummary) time.Duration { return l.running99 }),
+	}
+}

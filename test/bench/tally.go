@@ -94,16 +94,16 @@ func waitFor(ctx context.Context, what string, timeout time.Duration, done func(
 	return nil
 }
 
-// gcWarning says, when pods of finished jobs went, who took them: not the controller
-// (cleanUpPolicy None), but kube-controller-manager's PodGC, which deletes terminated pods
-// beyond --terminated-pod-gc-threshold, 12,500 by default. The controller then holds fewer
-// pods than the jobs had, and its queue sees every deletion.
+// gcWarning says, when pods of finished jobs went, who most likely took them: not the
+// controller (cleanUpPolicy None), but kube-controller-manager's PodGC, which deletes ended
+// pods past --terminated-pod-gc-threshold (12,500 by default; test/cluster sets 100,000). The
+// controller then holds fewer pods than the jobs had, and its queue sees every deletion.
 func gcWarning(pods *tally) string {
 	n := pods.deleted.Load()
 	if n == 0 {
 		return ""
 	}
-	return fmt.Sprintf("warning: %d pods of finished jobs were deleted meanwhile, most likely by kube-controller-manager's PodGC (--terminated-pod-gc-threshold, 12,500 terminated pods by default): the figures are of fewer pods than the jobs had, and the controller saw their deletions", n)
+	return fmt.Sprintf("warning: %d pods of finished jobs were deleted meanwhile, most likely by kube-controller-manager's PodGC (--terminated-pod-gc-threshold): the figures are of fewer pods than the jobs had, and the controller saw their deletions", n)
 }
 
 // tallyPods counts the pods of a namespace that match selector.

@@ -147,18 +147,24 @@ func (p *controllerProcess) cpuSeconds() float64 {
 // requestCounts maps "verb resource code" to the count of t9k_api_requests_total.
 type requestCounts map[string]float64
 
-func scrape(url string) (requestCounts, error) {
+// metricsText is the text of a /metrics page.
+func metricsText(url string) (string, error) {
 	resp, err := http.Get(url)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}
+
+func scrape(url string) (requestCounts, error) {
+	body, err := metricsText(url)
 	if err != nil {
 		return nil, err
 	}
 	counts := requestCounts{}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		for _, prefix := range []string{"rest_client_rate_limiter_duration_seconds_sum", "rest_client_rate_limiter_duration_seconds_count",
 			"rest_client_request_duration_seconds_sum", "rest_client_request_duration_seconds_count",
 			"workqueue_queue_duration_seconds_sum", "workqueue_queue_duration_seconds_count", "workqueue_work_duration_seconds_sum", "workqueue_work_duration_seconds_count"} {
@@ -179,17 +185,12 @@ func scrape(url string) (requestCounts, error) {
 // named as the text format spells it: go_memstats_heap_inuse_bytes,
 // workqueue_depth{name="GenericJob"}. A series the controller does not serve is missing.
 func (p *controllerProcess) series(names ...string) (map[string]float64, error) {
-	resp, err := http.Get(p.metrics)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err := metricsText(p.metrics)
 	if err != nil {
 		return nil, err
 	}
 	values := map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		name, value, ok := strings.Cut(line, " ")
 		if ok && slices.Contains(names, name) {
 			values[name], _ = strconv.ParseFloat(value, 64)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -235,10 +236,12 @@ func foreignPods(ctx context.Context, c config, ctl *controllerProcess, kube kub
 	return nil
 }
 
-// every calls f every period until the returned stop is called.
+// every calls f every period until the returned stop is called; stop returns once f no
+// longer runs.
 func every(period time.Duration, f func()) (stop func()) {
 	done := make(chan struct{})
-	go func() {
+	var wg sync.WaitGroup
+	wg.Go(func() {
 		tick := time.NewTicker(period)
 		defer tick.Stop()
 		for {
@@ -249,6 +252,6 @@ func every(period time.Duration, f func()) (stop func()) {
 				f()
 			}
 		}
-	}()
-	return func() { close(done) }
+	})
+	return func() { close(done); wg.Wait() }
 }

@@ -56,26 +56,15 @@ func showProgress(run string, pods func() podCounts, jobsRunning func() int) (st
 	if os.Getenv("BENCH_DIAG") == "" {
 		return func() {}
 	}
-	start, done := time.Now(), make(chan struct{})
+	start := time.Now()
 	var lines []string
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				n := pods()
-				lines = append(lines, fmt.Sprintf("%5.1fs %5d created %5d scheduled %5d Running %4d jobs Running",
-					time.Since(start).Seconds(), n.created, n.scheduled, n.running, jobsRunning()))
-			}
-		}
+	stopTicking := every(time.Second, func() {
+		n := pods()
+		lines = append(lines, fmt.Sprintf("%5.1fs %5d created %5d scheduled %5d Running %4d jobs Running",
+			time.Since(start).Seconds(), n.created, n.scheduled, n.running, jobsRunning()))
 	})
 	return func() {
-		close(done)
-		wg.Wait()
+		stopTicking()
 		for _, l := range lines {
 			fmt.Printf("  %s %s\n", run, l)
 		}

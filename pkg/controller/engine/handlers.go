@@ -101,10 +101,11 @@ func (c *Controller) childUpdated(k *ChildKind, old, cur any) {
 		c.expect.UpdateObserved(expectKey(key, k), o.GetUID())
 	}
 	c.noteEnd(o)
-	if milestone(oldObj, o) {
+	urgent := milestone(oldObj, o)
+	if urgent {
 		c.lanes.mark(key)
 	}
-	c.enqueueChange(key, milestone(oldObj, o))
+	c.enqueueChange(key, urgent)
 }
 
 // childDeleted observes the deletion of a child (possibly a tombstone), and syncs its job at

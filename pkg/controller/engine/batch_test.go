@@ -117,9 +117,20 @@ func TestMilestonesSyncAtOnce(t *testing.T) {
 	}
 	key, _ := s.c.queue.Get()
 	s.c.queue.Done(key)
-	ended := running.DeepCopy()
-	ended.ResourceVersion, ended.Status.Phase = "4", corev1.PodSucceeded
-	s.c.childUpdated(pods, running, ended)
+	ready := running.DeepCopy()
+	ready.ResourceVersion = "4"
+	ready.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	s.c.childUpdated(pods, running, ready)
+	if n := s.c.queue.Len(); n != 1 {
+		t.Fatalf("a pod that became ready left its job waiting for the batch (%d queued, want 1)", n)
+	}
+	key, _ = s.c.queue.Get()
+	s.c.queue.Done(key)
+	// A ready pod that ends is no longer ready: still an end, batched with the others.
+	ended := ready.DeepCopy()
+	ended.ResourceVersion, ended.Status.Phase = "5", corev1.PodSucceeded
+	ended.Status.Conditions[0].Status = corev1.ConditionFalse
+	s.c.childUpdated(pods, ready, ended)
 	if n := s.c.queue.Len(); n != 0 {
 		t.Fatalf("a pod that ended queued its job at once (%d queued): the ends of a job's pods are batched", n)
 	}

@@ -144,13 +144,15 @@ func podState(obj any) (phase corev1.PodPhase, ready, ok bool) {
 }
 
 // milestone reports whether a child's change may start its job: a pod that starts running,
-// or becomes ready or not (replicas may wait for others to be ready). Such a change syncs its
-// job at once, before keys queued for other reasons (lanes); while the job starts, the status the sync decides is written at once only if
-// the phase moved (holdMinor). Other changes, pods ending among them, are batched.
+// or a running pod that becomes ready or not (replicas may wait for others to be ready). Such
+// a change syncs its job at once, before keys queued for other reasons (lanes); while the job
+// starts, the status the sync decides is written at once only if the phase moved
+// (holdMinor). Other changes are batched, pods ending among them: a ready pod that ends is no
+// longer ready, yet it is an end like the others.
 func milestone(old, cur metav1.Object) bool {
 	wasPhase, wasReady, okOld := podState(old)
 	phase, ready, ok := podState(cur)
-	return ok && okOld && ((phase == corev1.PodRunning && wasPhase != phase) || wasReady != ready)
+	return ok && okOld && phase == corev1.PodRunning && (wasPhase != phase || wasReady != ready)
 }
 
 // enqueueChange syncs the job after a child's change: at once if now is set or batching is

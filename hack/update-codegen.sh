@@ -42,6 +42,17 @@ kube::codegen::gen_client \
   --applyconfig-externals "k8s.io/api/core/v1.PodTemplateSpec:k8s.io/client-go/applyconfigurations/core/v1" \
   --output-dir pkg/client \
   --output-pkg "$MODULE/pkg/client" \
+  --one-input-api batch \
+  --boilerplate "$BOILERPLATE" \
+  pkg/apis
+
+# Kueue's API, as far as the controller uses it (pkg/apis/kueue): a client of its own, so that
+# the project's clientset offers only the project's kinds.
+kube::codegen::gen_client \
+  --with-watch \
+  --output-dir pkg/client/kueue \
+  --output-pkg "$MODULE/pkg/client/kueue" \
+  --one-input-api kueue \
   --boilerplate "$BOILERPLATE" \
   pkg/apis
 
@@ -49,6 +60,6 @@ echo "Generating CRDs"
 rm -f manifests/crds/*.yaml
 (cd hack/tools/controller-gen && go tool controller-gen \
   crd:generateEmbeddedObjectMeta=true \
-  paths="$ROOT/pkg/apis/..." \
+  paths="$ROOT/pkg/apis/batch/..." \
   output:crd:dir="$ROOT/manifests/crds")
 go run ./hack/crd-trim manifests/crds/*.yaml

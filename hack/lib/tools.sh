@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # Builds and caches the binaries of the local control plane: kube-apiserver, kube-scheduler,
-# kube-controller-manager and kubectl (hack/tools/kube), etcd (hack/tools/etcd) and kwok
-# (hack/tools/kwok). Binaries land in a cache directory keyed by the tool modules' go.sum, so a
-# fresh clone reuses them and a version bump rebuilds them.
+# kube-controller-manager and kubectl (hack/tools/kube), etcd (hack/tools/etcd), kwok
+# (hack/tools/kwok) and kueue (hack/tools/kueue), with Kueue's CRDs and webhook manifests in
+# kueue-config/ beside them (test/cluster reads them when it starts Kueue). Binaries land in a
+# cache directory keyed by the tool modules' go.mod and go.sum, so a fresh clone reuses them
+# and a version bump rebuilds them.
 #
 # Sourced by hack/cluster.sh; `hack/lib/tools.sh` on its own builds and prints the directory.
 set -euo pipefail
 
 T9K_ROOT=${T9K_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-TOOLS_MODULES=(kube etcd kwok)
+TOOLS_MODULES=(kube etcd kwok kueue)
 
 # tools_bin_dir prints the cache directory for the current tool versions.
 tools_bin_dir() {
   local cache=${T9K_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/t9k-jobs}
-  local key
-  key=$(cd "$T9K_ROOT/hack/tools" && cat kube/go.sum etcd/go.sum kwok/go.sum kube/go.mod etcd/go.mod kwok/go.mod | sha256sum | cut -c1-16)
+  local key m
+  key=$(cd "$T9K_ROOT/hack/tools" && for m in "${TOOLS_MODULES[@]}"; do cat "$m/go.sum" "$m/go.mod"; done | sha256sum | cut -c1-16)
   echo "$cache/bin/$key"
 }
 
@@ -40,19 +42,36 @@ build_module() {
   echo "built $module tools in $((SECONDS - start))s"
 }
 
+# copy_kueue_config copies what test/cluster needs at run time from the Kueue module into
+# $1/kueue-config: the CRDs with the kustomization and patches that say which of them convert
+# through the webhook (crd/), and the webhook configurations (webhook/). The module cache is
+# read-only, so the copies are made writable, or the cache directory could not be removed.
+copy_kueue_config() {
+  local out=$1/kueue-config src
+  src=$(cd "$T9K_ROOT/hack/tools/kueue" && go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)
+  rm -rf "$out" && mkdir -p "$out"
+  cp -r "$src/config/components/crd" "$out/crd"
+  cp -r "$src/config/components/webhook" "$out/webhook"
+  chmod -R u+w "$out"
+}
+
 # ensure_tools builds what is missing and prints nothing but errors and progress on stderr.
 ensure_tools() {
   local bin
   bin=$(tools_bin_dir)
-  local want=(kube-apiserver kube-scheduler kube-controller-manager kubectl etcd kwok) missing=0 t
+  local want=(kube-apiserver kube-scheduler kube-controller-manager kubectl etcd kwok kueue) missing=0 t
+  local want_files=(kueue-config/crd/kustomization.yaml kueue-config/webhook/manifests.yaml)
   for t in "${want[@]}"; do [[ -x "$bin/$t" ]] || missing=1; done
+  for t in "${want_files[@]}"; do [[ -f "$bin/$t" ]] || missing=1; done
   if (( missing )); then
     mkdir -p "$bin.partial"
     local m
     for m in "${TOOLS_MODULES[@]}"; do (build_module "$m" "$bin.partial") >&2; done
     # the etcd main package is the server module itself, so go names its binary "server".
     [[ -x "$bin.partial/server" ]] && mv "$bin.partial/server" "$bin.partial/etcd"
+    copy_kueue_config "$bin.partial"
     for t in "${want[@]}"; do [[ -x "$bin.partial/$t" ]] || { echo "missing $t after build" >&2; return 1; }; done
+    for t in "${want_files[@]}"; do [[ -f "$bin.partial/$t" ]] || { echo "missing $t after build" >&2; return 1; }; done
     rm -rf "$bin" && mv "$bin.partial" "$bin"
   fi
   echo "$bin"

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 
+	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 )
 
@@ -76,4 +77,15 @@ func servedKinds(d discovery.DiscoveryInterface, gv schema.GroupVersion) (map[st
 func crdFile(gvk schema.GroupVersionKind) string {
 	plural, _ := meta.UnsafeGuessKindToResource(gvk)
 	return fmt.Sprintf("manifests/crds/%s_%s.yaml", gvk.Group, plural.Resource)
+}
+
+// kueueServed reports whether the API server serves the part of Kueue's API the controller
+// uses. Without it the controller watches none of it: a job that asks for a Kueue queue then
+// waits, with a condition that says Kueue is missing.
+func kueueServed(d discovery.DiscoveryInterface) (bool, error) {
+	kinds, err := servedKinds(d, kueue.SchemeGroupVersion)
+	if err != nil {
+		return false, err
+	}
+	return kinds["Workload"] && kinds["ResourceFlavor"] && kinds["WorkloadPriorityClass"], nil
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -33,6 +34,8 @@ import (
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned/scheme"
 	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
+	kueueclient "github.com/t9k-jobs/t9k-jobs/pkg/client/kueue/clientset/versioned"
+	kueueinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/kueue/informers/externalversions"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/colossalaijob"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/genericjob"
@@ -60,7 +63,14 @@ type options struct {
 	memoryLimit    string
 	bindAddress    string
 	profiling      bool
+	scheduler      string
 }
+
+// The values of --scheduler: what spec.scheduler.t9kScheduler asks for.
+const (
+	schedulerT9k   = "t9k-scheduler"
+	schedulerKueue = "kueue"
+)
 
 func main() {
 	o := options{}
@@ -83,6 +93,8 @@ func main() {
 		"time between two attempts to take or renew the Lease")
 	fs.StringVar(&o.bindAddress, "bind-address", ":8080", "address of /metrics, /healthz and /readyz")
 	fs.BoolVar(&o.profiling, "profiling", false, "serve Go profiles at /debug/pprof/ on --bind-address")
+	fs.StringVar(&o.scheduler, "scheduler", schedulerT9k, "what a job's spec.scheduler.t9kScheduler asks for: "+schedulerT9k+
+		" (its pods are placed by T9k Scheduler) or "+schedulerKueue+" (the job waits in Kueue's LocalQueue named by its queue, with its priority; its pods are placed by the default scheduler)")
 	fs.StringVar(&o.memoryLimit, "memory-limit", os.Getenv(memoryLimitEnv),
 		"the container's memory limit (e.g. 512Mi; $"+memoryLimitEnv+" by default): the Go runtime's soft limit is set to 90% of it, unless GOMEMLIMIT is set")
 	features.Gates.AddFlag(fs)
@@ -150,6 +162,10 @@ func run(ctx context.Context, o options) error {
 	if err := checkCRDs(kube.Discovery(), kinds); err != nil {
 		return err
 	}
+	queueing, err := queueingClients(kube, config, o, logger)
+	if err != nil {
+		return err
+	}
 
 	var ready atomic.Bool
 	server := serve(o.bindAddress, o.profiling, &ready)
@@ -166,7 +182,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	runControllers := func(ctx context.Context) {
-		runAll(ctx, o, kube, jobFactory, kinds, events, &ready)
+		runAll(ctx, o, engine.Clients{Kube: kube, Kueue: queueing}, jobFactory, kinds, events, &ready)
 	}
 	if !o.leaderElect {
 		runControllers(ctx)
@@ -200,33 +216,47 @@ func adapters(jobs versioned.Interface, f jobinformers.SharedInformerFactory) []
 
 // runAll starts the informers and the controller of every kind, and returns once ctx ends
 // and in-flight syncs are done.
-func runAll(ctx context.Context, o options, kube kubernetes.Interface, jobFactory jobinformers.SharedInformerFactory,
+func runAll(ctx context.Context, o options, clients engine.Clients, jobFactory jobinformers.SharedInformerFactory,
 	kinds []engine.Adapter, events kubernetes.Interface, ready *atomic.Bool) {
 	// The children, of every kind the engine's table lists: only the project's, and of each
 	// only what the engine reads (engine.TrimChild): memory.
-	kubeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
+	onlyChildren := func(opts *metav1.ListOptions) { opts.LabelSelector = batch.LabelJobName }
+	kubeFactory := informers.NewSharedInformerFactoryWithOptions(clients.Kube, 0,
 		informers.WithNamespace(o.namespace),
-		informers.WithTweakListOptions(func(opts *metav1.ListOptions) { opts.LabelSelector = batch.LabelJobName }),
+		informers.WithTweakListOptions(onlyChildren),
 		informers.WithTransform(engine.TrimChild))
+	children := engine.Informers{Kube: kubeFactory}
+	factories := []interface {
+		Start(<-chan struct{})
+		WaitForCacheSync(<-chan struct{}) map[reflect.Type]bool
+		Shutdown()
+	}{jobFactory, kubeFactory}
+	if clients.Kueue != nil {
+		children.Kueue = kueueinformers.NewSharedInformerFactoryWithOptions(clients.Kueue, 0,
+			kueueinformers.WithNamespace(o.namespace),
+			kueueinformers.WithTweakListOptions(onlyChildren),
+			kueueinformers.WithTransform(engine.TrimChild))
+		children.KueueCluster = kueueinformers.NewSharedInformerFactory(clients.Kueue, 0)
+		factories = append(factories, children.Kueue, children.KueueCluster)
+	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "t9k-job-controller"})
 
 	controllers := make([]*engine.Controller, 0, len(kinds))
+	options := engine.Options{KueueForT9kScheduler: o.scheduler == schedulerKueue}
 	for _, a := range kinds {
-		controllers = append(controllers, engine.New(a, kube, kubeFactory, recorder))
+		controllers = append(controllers, engine.New(a, clients, children, recorder, options))
 	}
-	jobFactory.Start(ctx.Done())
-	kubeFactory.Start(ctx.Done())
-	for _, synced := range jobFactory.WaitForCacheSync(ctx.Done()) {
-		if !synced {
-			return
-		}
+	for _, f := range factories {
+		f.Start(ctx.Done())
 	}
-	for _, synced := range kubeFactory.WaitForCacheSync(ctx.Done()) {
-		if !synced {
-			return
+	for _, f := range factories {
+		for _, synced := range f.WaitForCacheSync(ctx.Done()) {
+			if !synced {
+				return
+			}
 		}
 	}
 	ready.Store(true)
@@ -235,8 +265,29 @@ func runAll(ctx context.Context, o options, kube kubernetes.Interface, jobFactor
 		wg.Go(func() { c.Run(ctx, o.workers) })
 	}
 	wg.Wait()
-	jobFactory.Shutdown()
-	kubeFactory.Shutdown()
+	for _, f := range factories {
+		f.Shutdown()
+	}
+}
+
+// queueingClients returns the client of Kueue's API when the API server serves it (nil
+// otherwise: nothing of Kueue is watched), and checks --scheduler.
+func queueingClients(kube kubernetes.Interface, config *rest.Config, o options, logger klog.Logger) (kueueclient.Interface, error) {
+	if o.scheduler != schedulerT9k && o.scheduler != schedulerKueue {
+		return nil, fmt.Errorf("--scheduler=%q: want %s or %s", o.scheduler, schedulerT9k, schedulerKueue)
+	}
+	served, err := kueueServed(kube.Discovery())
+	if err != nil {
+		return nil, err
+	}
+	if !served {
+		if o.scheduler == schedulerKueue {
+			logger.Info("Kueue's API is not served: jobs that ask for a queue wait until Kueue is installed and the controller restarted", "scheduler", o.scheduler)
+		}
+		return nil, nil
+	}
+	logger.Info("Kueue's API is served: jobs that ask for a Kueue queue run as Kueue workloads", "scheduler", o.scheduler)
+	return kueueclient.NewForConfig(config)
 }
 
 func serve(addr string, profiling bool, ready *atomic.Bool) *http.Server {

@@ -4,20 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/expectations"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
 )
@@ -31,9 +32,12 @@ const statusWaitTTL = 30 * time.Second
 
 // Controller runs the jobs of one kind.
 type Controller struct {
-	adapter  Adapter
-	kind     string
-	kube     kubernetes.Interface
+	adapter Adapter
+	kind    string
+	clients Clients
+	options Options
+	// queues reads what Kueue's admissions name; nil when Kueue's API is not served.
+	queues   *queueListers
 	recorder record.EventRecorder
 	queue    workqueue.TypedRateLimitingInterface[string]
 	lanes    *lanes // the queue's order: urgent keys first
@@ -64,15 +68,24 @@ type childCache struct {
 	indexer cache.Indexer
 }
 
-// New builds the controller of one kind. children is the informer factory of the project's
-// children (filtered to them, as cmd/ sets it up); the controller takes from it an informer
-// for every kind of child in the table and registers its event handlers.
-func New(adapter Adapter, kube kubernetes.Interface, children informers.SharedInformerFactory, recorder record.EventRecorder) *Controller {
+// Options are the choices of the controller's operator.
+type Options struct {
+	// KueueForT9kScheduler makes spec.scheduler.t9kScheduler ask Kueue (--scheduler=kueue):
+	// its queue is the LocalQueue, its priority the Workload's; pods keep the default
+	// scheduler. Otherwise the field places pods with T9k Scheduler.
+	KueueForT9kScheduler bool
+}
+
+// New builds the controller of one kind. children are the informer factories of the
+// project's children; the controller takes from them an informer for every kind of child in
+// the table whose API is served, and registers its event handlers.
+func New(adapter Adapter, clients Clients, children Informers, recorder record.EventRecorder, options Options) *Controller {
 	kind := adapter.GroupVersionKind().Kind
 	c := &Controller{
 		adapter:  adapter,
 		kind:     kind,
-		kube:     kube,
+		clients:  clients,
+		options:  options,
 		recorder: recorder,
 		lanes:    newLanes(),
 		synced:   []cache.InformerSynced{adapter.Informer().HasSynced},
@@ -83,6 +96,9 @@ func New(adapter Adapter, kube kubernetes.Interface, children informers.SharedIn
 	for i := range childKinds {
 		k := &childKinds[i]
 		informer := k.Informer(children)
+		if informer == nil {
+			continue // its API is not served
+		}
 		if _, ok := informer.GetIndexer().GetIndexers()[byJob]; !ok {
 			if err := informer.AddIndexers(cache.Indexers{byJob: jobUIDOf}); err != nil {
 				panic(fmt.Sprintf("indexing %s by job: %v", k.Resource, err)) // only before the informer starts
@@ -91,6 +107,10 @@ func New(adapter Adapter, kube kubernetes.Interface, children informers.SharedIn
 		c.caches = append(c.caches, childCache{kind: k, indexer: informer.GetIndexer()})
 		c.synced = append(c.synced, informer.HasSynced)
 		c.watchChildren(k, informer)
+	}
+	if children.Kueue != nil {
+		c.queues = newQueueListers(children.KueueCluster)
+		c.synced = append(c.synced, c.queues.synced...)
 	}
 	c.watchJobs()
 	metrics.ReportJobs(kind, func() []string {
@@ -198,16 +218,32 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if err != nil {
 		return 0, err
 	}
+	workload, queueRetry, err := c.enqueue(job, plan, children)
+	var invalid *InvalidQueueError
+	switch {
+	case errors.As(err, &invalid):
+		return 0, c.fail(ctx, key, job, "InvalidSpec", invalid)
+	case err != nil:
+		return 0, err
+	}
 	d := Decide(job, plan, children, c.now())
 	if d.BuildErr != nil {
 		return 0, d.BuildErr
 	}
+	d.RequeueAfter = minPositive(d.RequeueAfter, queueRetry)
+	wasWaiting := conditionOf(job.JobStatus(), batch.JobConditionRunning).Reason // apply writes the new status into job
 	if err := c.apply(ctx, key, job, d); err != nil {
 		var taken *NameTakenError
 		if errors.As(err, &taken) {
 			return 0, c.fail(ctx, key, job, "NameTaken", taken)
 		}
 		return 0, err
+	}
+	c.recordQueue(job, plan.Queue, d, wasWaiting)
+	if workload != nil && !slices.Contains(d.DeleteObjects, metav1.Object(workload)) {
+		if err := c.syncWorkloadStatus(ctx, job, workload, d, children.Pods); err != nil {
+			return 0, err
+		}
 	}
 	if Finished(d.Status) {
 		// A finished job restarts nothing: when its pods ended no longer matters, and

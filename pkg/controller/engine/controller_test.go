@@ -36,7 +36,7 @@ func newStallTest(t *testing.T, job *batch.GenericJob) *stallTest {
 			return &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: allSucceed}, nil
 		})
 	kube := kubefake.NewClientset()
-	c := New(adapter, kube, informers.NewSharedInformerFactory(kube, 0), record.NewFakeRecorder(100))
+	c := New(adapter, Clients{Kube: kube}, Informers{Kube: informers.NewSharedInformerFactory(kube, 0)}, record.NewFakeRecorder(100), Options{})
 	clock := clocktesting.NewFakeClock(now)
 	c.now = clock.Now
 	c.expect.SetClock(clock.Now)
@@ -71,7 +71,7 @@ func (s *stallTest) comesBack(t *testing.T, d time.Duration) bool {
 // created counts the pods the controller created.
 func created(c *Controller) int {
 	n := 0
-	for _, a := range c.kube.(*kubefake.Clientset).Actions() {
+	for _, a := range c.clients.Kube.(*kubefake.Clientset).Actions() {
 		if a.GetVerb() == "create" && a.GetResource().Resource == "pods" {
 			n++
 		}

@@ -66,7 +66,9 @@ func Decide(job Job, plan *Plan, children Children, now time.Time) *Decision {
 	d := &Decision{Status: &batch.JobStatus{ObservedGeneration: job.GetGeneration()}}
 	x := &decider{plan: plan, now: now, endSeen: children.EndSeen, d: d}
 	x.finished = Finished(old)
-	x.paused = plan.Paused && !x.finished
+	// A job its queue has not admitted is held as a pause holds it: no pods.
+	x.queued = plan.Queue != nil && !plan.Queue.Admitted && !plan.Paused && !x.finished
+	x.paused = (plan.Paused || x.queued) && !x.finished
 	resumed := !plan.Paused && wasPaused(old)
 	pods := children.Pods
 
@@ -151,7 +153,11 @@ func Decide(job Job, plan *Plan, children Children, now time.Time) *Decision {
 	if plan.Debug {
 		hint = plan.DebugHint
 	}
-	setPhaseAndConditions(d.Status, old, d.Outcome, x.paused, resumed, failedNames, pods, d.Waiting, hint, now)
+	var queued *Queue
+	if x.queued {
+		queued = plan.Queue
+	}
+	setPhaseAndConditions(d.Status, old, d.Outcome, x.paused && !x.queued, queued, resumed, failedNames, pods, d.Waiting, hint, now)
 	if hint != "" {
 		running := conditionOf(d.Status, batch.JobConditionRunning)
 		if running.Status == corev1.ConditionTrue && strings.HasSuffix(running.Message, hint) &&
@@ -170,7 +176,10 @@ type decider struct {
 	endSeen  map[types.UID]time.Time
 	d        *Decision
 	finished bool
-	paused   bool
+	// paused: the job is held, no replica has a pod (a pause, or queued: its queue has not
+	// admitted it).
+	paused bool
+	queued bool
 	// totalRestarts counts the job's restarts, those this decision would order included, for
 	// the plan's backoff limit.
 	totalRestarts int32

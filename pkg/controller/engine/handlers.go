@@ -101,7 +101,8 @@ func (c *Controller) childUpdated(k *ChildKind, old, cur any) {
 		c.expect.UpdateObserved(expectKey(key, k), o.GetUID())
 	}
 	c.noteEnd(o)
-	urgent := milestone(oldObj, o)
+	// A Workload changes when Kueue decides about the job (admits, evicts it): no batching.
+	urgent := milestone(oldObj, o) || k.Kind == WorkloadKind
 	if urgent {
 		c.lanes.mark(key)
 	}

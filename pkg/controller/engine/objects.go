@@ -52,6 +52,8 @@ func (x *decider) objects(job Job, have []metav1.Object) error {
 		switch {
 		case cur == nil:
 			x.d.CreateObjects = append(x.d.CreateObjects, built)
+		case cur.GetAnnotations()[AnnotationChildHash] != built.GetAnnotations()[AnnotationChildHash] && kindOf(cur).ReplaceOnChange:
+			x.d.DeleteObjects = append(x.d.DeleteObjects, cur) // made again once it is gone
 		case cur.GetAnnotations()[AnnotationChildHash] != built.GetAnnotations()[AnnotationChildHash]:
 			built.SetResourceVersion(cur.GetResourceVersion()) // as seen: a change since is not overwritten
 			built.SetUID(cur.GetUID())

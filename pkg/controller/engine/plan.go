@@ -59,6 +59,9 @@ type Plan struct {
 	Paused bool
 	// Scheduler, when set, places the pods with T9k Scheduler.
 	Scheduler *batch.T9kScheduler
+	// Queue, set by the engine for a job that asks for a queue (queue.go), is the queue's
+	// verdict: until it admits the job, the job is held as a pause holds it.
+	Queue *Queue
 	// CleanUp says which replicas are deleted once the job has ended; CleanUpTypes limits it
 	// to some replica types (nil: all).
 	CleanUp      batch.CleanUpPolicy
@@ -96,6 +99,8 @@ const (
 	SecretKind     ObjectKind = "Secret"
 	ConfigMapKind  ObjectKind = "ConfigMap"
 	DeploymentKind ObjectKind = "Deployment"
+	// WorkloadKind is Kueue's Workload: a queued job's request for admission (queue.go).
+	WorkloadKind ObjectKind = "Workload"
 )
 
 // Object is one of a job's children besides its replicas.

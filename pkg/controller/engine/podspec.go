@@ -66,6 +66,9 @@ func newPod(job Job, plan *Plan, g Group, rank int32, resumed bool) *corev1.Pod 
 		}
 		pod.Annotations[batch.AnnotationPriority] = strconv.Itoa(int(s.Priority))
 	}
+	if a, ok := plan.Queue.podSetOf(g.Type); ok {
+		a.applyTo(pod)
+	}
 	if plan.Debug {
 		if pod.Annotations == nil {
 			pod.Annotations = map[string]string{}

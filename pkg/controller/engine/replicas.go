@@ -84,6 +84,8 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 		switch {
 		case counted:
 			r.action = finishRestart
+		case x.queued && prev.Phase == "":
+			// Never created: it waits with its job.
 		case x.paused:
 			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
 		case prev.Phase == batch.ReplicaSucceeded || prev.Phase == batch.ReplicaFailed:

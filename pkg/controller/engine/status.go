@@ -21,7 +21,10 @@ const (
 
 // setPhaseAndConditions fills in phase and conditions. Every condition type is reported once;
 // a condition's lastTransitionTime moves only when its status flips.
-func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused, resumed bool, failed []string, pods []*corev1.Pod, waiting, debugHint string, now time.Time) {
+//
+// A queued job (queued set: its queue has not admitted it) is Pending, and its Running
+// condition says what it waits for; so does Initialized until the job has had its replicas.
+func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused bool, queued *Queue, resumed bool, failed []string, pods []*corev1.Pod, waiting, debugHint string, now time.Time) {
 	s.Conditions = append([]batch.JobCondition(nil), old.Conditions...)
 	set := func(t batch.JobConditionType, status bool, reason, message string) {
 		setCondition(&s.Conditions, t, status, reason, message, now)
@@ -31,6 +34,8 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused, re
 	switch {
 	case initialized:
 		set(batch.JobInitialized, true, "-", msgInitialized)
+	case queued != nil:
+		set(batch.JobInitialized, false, queued.Reason, queued.Message)
 	case waiting != "":
 		set(batch.JobInitialized, false, "Waiting", waiting)
 	default:
@@ -67,6 +72,16 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused, re
 		}
 		set(batch.JobCompleted, false, "-", "The job has not finished.")
 		set(batch.JobConditionFailed, false, "-", "The job has not failed.")
+	case queued != nil:
+		s.Phase = batch.JobPending
+		message := queued.Message
+		if left := len(live(pods)); left > 0 {
+			message += fmt.Sprintf(" %d replicas are being deleted.", left)
+		}
+		set(batch.JobConditionRunning, false, queued.Reason, message)
+		set(batch.JobCompleted, false, "-", "The job has not finished.")
+		set(batch.JobConditionFailed, false, "-", "The job has not failed.")
+		setResumed(set, resumed)
 	default:
 		resuming := old.Phase == batch.JobPaused || old.Phase == batch.JobResuming
 		switch {
@@ -86,13 +101,19 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused, re
 		}
 		set(batch.JobCompleted, false, "-", "The job has not finished.")
 		set(batch.JobConditionFailed, false, "-", "The job has not failed.")
-		if resumed {
-			set(batch.JobConditionPaused, false, "Resumed", "The job has been resumed.")
-		} else {
-			set(batch.JobConditionPaused, false, "-", "The job is not paused.")
-		}
+		setResumed(set, resumed)
 	}
 	sortConditions(s.Conditions)
+}
+
+// setResumed sets the Paused condition of a job that is not paused: resumed, it says so (and
+// its replicas are made with their resume settings).
+func setResumed(set func(batch.JobConditionType, bool, string, string), resumed bool) {
+	if resumed {
+		set(batch.JobConditionPaused, false, "Resumed", "The job has been resumed.")
+	} else {
+		set(batch.JobConditionPaused, false, "-", "The job is not paused.")
+	}
 }
 
 // listed joins names for a message, the first most of a long list: a condition message is

@@ -185,7 +185,7 @@ func (e *NameTakenError) Error() string {
 // checkOwner tells, after a create found the name taken, whether the object there is the
 // job's own (a cache that had not shown it yet) or another's.
 func (c *Controller) checkOwner(ctx context.Context, job Job, k *ChildKind, name string) error {
-	obj, err := k.get(ctx, c.kube, job.GetNamespace(), name)
+	obj, err := k.get(ctx, c.clients, job.GetNamespace(), name)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil // gone since: the next sync creates it
@@ -209,7 +209,7 @@ func (c *Controller) create(ctx context.Context, key string, job Job, k *ChildKi
 	var mu sync.Mutex
 	var created []string
 	attempted, err := inBatches(len(objs), func(i int) error {
-		err := k.create(ctx, c.kube, objs[i])
+		err := k.create(ctx, c.clients, objs[i])
 		switch {
 		case err == nil:
 			mu.Lock()
@@ -248,7 +248,7 @@ func (c *Controller) update(ctx context.Context, key string, k *ChildKind, objs 
 	var mu sync.Mutex
 	var updated []string
 	attempted, err := inBatches(len(objs), func(i int) error {
-		err := k.update(ctx, c.kube, objs[i])
+		err := k.update(ctx, c.clients, objs[i])
 		if err == nil {
 			mu.Lock()
 			updated = append(updated, objs[i].GetName())
@@ -295,7 +295,7 @@ func (c *Controller) remove(ctx context.Context, key string, k *ChildKind, objs 
 	var mu sync.Mutex
 	var deleted []string
 	attempted, err := inBatches(len(objs), func(i int) error {
-		err := k.delete(ctx, c.kube, objs[i], deleteAsSeen(objs[i]))
+		err := k.delete(ctx, c.clients, objs[i], deleteAsSeen(objs[i]))
 		switch {
 		case err == nil:
 			mu.Lock()

@@ -86,7 +86,7 @@ func Start(t *testing.T, newAdapter func(versioned.Interface, jobinformers.Share
 	jobFactory := jobinformers.NewSharedInformerFactory(h.Jobs, 0)
 	// The children's caches keep what the controller's keep (engine.TrimChild).
 	kubeFactory := informers.NewSharedInformerFactoryWithOptions(h.Kube, 0, informers.WithTransform(engine.TrimChild))
-	c := engine.New(newAdapter(h.Jobs, jobFactory), h.Kube, kubeFactory, h.Events)
+	c := engine.New(newAdapter(h.Jobs, jobFactory), engine.Clients{Kube: h.Kube}, engine.Informers{Kube: kubeFactory}, h.Events, engine.Options{})
 	jobFactory.Start(ctx.Done())
 	kubeFactory.Start(ctx.Done())
 	done := make(chan struct{})

@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
+)
+
+// What the job's controller tells Kueue through its Workload's status, as Kueue's own job
+// integrations do:
+//   - PodsReady, while admitted: True once every replica runs (Kueue's waitForPodsReady
+//     evicts a job whose pods do not all get there in time);
+//   - Finished, once the job has ended: Kueue releases its quota;
+//   - after an eviction, once the job's pods are gone: the admission is handed back
+//     (QuotaReserved False, no status.admission), which lets Kueue queue it again.
+
+// Messages of the PodsReady condition, as Kueue's integrations word them.
+const (
+	podsReadyMessage    = "All pods reached readiness and the workload is running"
+	podsNotReadyMessage = "Not all pods are ready or succeeded"
+	recoveringMessage   = "At least one pod has failed, waiting for recovery"
+)
+
+// workloadConditions decides the Workload's conditions after a decision: the new list, and
+// whether the admission is handed back. A nil list means no change.
+func workloadConditions(wl *kueue.Workload, d *Decision, pods []*corev1.Pod, now time.Time) (conds []metav1.Condition, release bool) {
+	conds = append([]metav1.Condition(nil), wl.Status.Conditions...)
+	changed := false
+	set := func(c metav1.Condition) {
+		c.LastTransitionTime = metav1.NewTime(now)
+		c.ObservedGeneration = wl.Generation
+		if meta.SetStatusCondition(&conds, c) {
+			changed = true
+		}
+	}
+	evicted := meta.FindStatusCondition(conds, kueue.WorkloadEvicted)
+	switch {
+	case Finished(d.Status):
+		if !meta.IsStatusConditionTrue(conds, kueue.WorkloadFinished) {
+			reason, message := "Succeeded", msgSucceeded
+			if d.Status.Phase == batch.JobFailed {
+				reason, message = "Failed", "The job has failed."
+			}
+			if d.Outcome != nil && d.Outcome.Message != "" {
+				message = d.Outcome.Message
+			}
+			set(metav1.Condition{Type: kueue.WorkloadFinished, Status: metav1.ConditionTrue, Reason: reason, Message: message})
+		}
+	case evicted != nil && evicted.Status == metav1.ConditionTrue:
+		if !meta.IsStatusConditionTrue(conds, kueue.WorkloadQuotaReserved) || anyActive(pods, d) {
+			break // handed back already, or pods still to go
+		}
+		requeued := evicted.Reason == "Preempted" || evicted.Reason == "NodeFailures"
+		set(metav1.Condition{Type: "Requeued", Status: conditionStatus(requeued), Reason: evicted.Reason, Message: evicted.Message})
+		set(metav1.Condition{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionFalse, Reason: "Pending", Message: evicted.Message})
+		if meta.FindStatusCondition(conds, kueue.WorkloadAdmitted) != nil {
+			set(metav1.Condition{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionFalse, Reason: "NoReservation", Message: "The workload has no reservation"})
+		}
+		if c := meta.FindStatusCondition(conds, kueue.WorkloadPodsReady); c != nil && c.Status == metav1.ConditionTrue {
+			set(metav1.Condition{Type: kueue.WorkloadPodsReady, Status: metav1.ConditionFalse, Reason: "WaitForStart", Message: podsNotReadyMessage})
+		}
+		release = true
+	case meta.IsStatusConditionTrue(conds, kueue.WorkloadAdmitted):
+		set(podsReady(meta.FindStatusCondition(conds, kueue.WorkloadPodsReady), d.Status.Phase == batch.JobRunning))
+	}
+	if !changed && !release {
+		return nil, false
+	}
+	return conds, release
+}
+
+// podsReady is the PodsReady condition of an admitted job whose replicas all run (ready) or
+// not; a job that ran and lost a replica waits for its recovery.
+func podsReady(cur *metav1.Condition, ready bool) metav1.Condition {
+	c := metav1.Condition{Type: kueue.WorkloadPodsReady}
+	switch {
+	case ready:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, "Started", podsReadyMessage
+		if cur != nil && (cur.Reason == "WaitForRecovery" || cur.Reason == "Recovered") {
+			c.Reason = "Recovered"
+		}
+	case cur != nil && (cur.Status == metav1.ConditionTrue || cur.Reason == "WaitForRecovery"):
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "WaitForRecovery", recoveringMessage
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "WaitForStart", podsNotReadyMessage
+	}
+	return c
+}
+
+func conditionStatus(b bool) metav1.ConditionStatus {
+	if b {
+		return metav1.ConditionTrue
+	}
+	return metav1.ConditionFalse
+}
+
+// anyActive reports whether a pod of the job may still run after the decision: one not yet
+// gone that has not ended (one being deleted still runs until it is gone).
+func anyActive(pods []*corev1.Pod, d *Decision) bool {
+	if len(d.CreatePods) > 0 {
+		return true
+	}
+	for _, p := range pods {
+		if !podEnded(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// syncWorkloadStatus writes what workloadConditions decided, as a merge patch of the
+// Workload's status as the decision saw it (its resourceVersion): the controller's copy of a
+// Workload lacks Kueue's other fields, so it is never written whole, and a change since is
+// not overwritten (the conflict retries the sync).
+func (c *Controller) syncWorkloadStatus(ctx context.Context, job Job, wl *kueue.Workload, d *Decision, pods []*corev1.Pod) error {
+	if wl == nil || wl.DeletionTimestamp != nil || c.clients.Kueue == nil {
+		return nil
+	}
+	conds, release := workloadConditions(wl, d, pods, c.now())
+	if conds == nil {
+		return nil
+	}
+	status := map[string]any{"conditions": conds}
+	if release {
+		status["admission"] = nil
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": wl.ResourceVersion},
+		"status":   status,
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := c.clients.Kueue.KueueV1beta2().Workloads(wl.Namespace).Patch(ctx, wl.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("writing the status of Workload %s: %w", wl.Name, err)
+	}
+	if release {
+		c.recorder.Eventf(job, corev1.EventTypeNormal, "Requeued", "Every pod is gone: handed the admission back to Kueue; the job waits in LocalQueue %q again", wl.Spec.QueueName)
+	}
+	return nil
+}
+
+// recordQueue says in events what the queue did to the job in this sync: admitted it (its
+// pods are created) or evicted it (its pods are deleted), or that it cannot queue it. was is
+// the reason of the job's Running condition before the sync.
+func (c *Controller) recordQueue(job Job, q *Queue, d *Decision, was string) {
+	switch {
+	case q == nil:
+	case q.Reason == reasonKueueNotInstalled && was != reasonKueueNotInstalled:
+		c.recorder.Event(job, corev1.EventTypeWarning, q.Reason, q.Message)
+	case q.Admitted && len(d.CreatePods) > 0 && queueReason(was):
+		c.recorder.Event(job, corev1.EventTypeNormal, "Admitted", "Kueue admitted the job: its replicas are created.")
+	case (q.Reason == reasonEvicted || q.Reason == reasonPreempted) && len(d.DeletePods) > 0:
+		c.recorder.Event(job, corev1.EventTypeWarning, q.Reason, q.Message)
+	}
+}
+
+// queueReason reports whether a Running condition's reason says the job waits for its queue.
+func queueReason(reason string) bool {
+	switch reason {
+	case reasonQueued, reasonEvicted, reasonPreempted, reasonKueueNotInstalled:
+		return true
+	}
+	return false
+}

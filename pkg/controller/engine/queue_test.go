@@ -1,0 +1,492 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
+	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned/fake"
+	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
+	kueuefake "github.com/t9k-jobs/t9k-jobs/pkg/client/kueue/clientset/versioned/fake"
+	kueueinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/kueue/informers/externalversions"
+)
+
+// queueTest is a controller of one GenericJob of two replica types (2 workers, 1 ps) with a
+// fake Kueue, no informer running: each step syncs once, then the test's caches take what
+// the fake API holds, as the informers would.
+type queueTest struct {
+	c      *Controller
+	jobs   *fake.Clientset
+	kube   *kubefake.Clientset
+	kueue  *kueuefake.Clientset
+	events *record.FakeRecorder
+	clock  *clocktesting.FakeClock
+	jobKey string
+}
+
+func cpuTemplate(int32) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		Name: "main", Image: "trainer",
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}},
+	}}}}
+}
+
+// newQueueTest makes the controller; withKueue false is a cluster where Kueue's API is not
+// served. clusterObjs are ResourceFlavors and WorkloadPriorityClasses.
+func newQueueTest(t *testing.T, job *batch.GenericJob, withKueue bool, options Options, clusterObjs ...metav1.Object) *queueTest {
+	t.Helper()
+	jobs := fake.NewClientset(job)
+	jobFactory := jobinformers.NewSharedInformerFactory(jobs, 0)
+	informer := jobFactory.Batch().V1beta1().GenericJobs()
+	if err := informer.Informer().GetIndexer().Add(job); err != nil {
+		t.Fatal(err)
+	}
+	adapter := NewAdapter[*batch.GenericJob]("GenericJob", informer.Informer(), informer.Lister().GenericJobs, jobs.BatchV1beta1().GenericJobs,
+		func(j *batch.GenericJob) (*Plan, error) {
+			p := &Plan{Groups: []Group{
+				{Type: "worker", Replicas: 2, Restart: batch.RestartOnFailure, Template: cpuTemplate},
+				{Type: "ps", Replicas: 1, Restart: batch.RestartNever, Template: cpuTemplate},
+			}, Judge: allSucceed}
+			p.SetRunMode(j.Spec.RunMode, j.Spec.Scheduler)
+			return p, nil
+		})
+	kube := kubefake.NewClientset()
+	s := &queueTest{jobs: jobs, kube: kube, events: record.NewFakeRecorder(100), jobKey: "ns/job"}
+	clients, children := Clients{Kube: kube}, Informers{Kube: informers.NewSharedInformerFactory(kube, 0)}
+	if withKueue {
+		s.kueue = kueuefake.NewSimpleClientset()
+		clients.Kueue = s.kueue
+		children.Kueue = kueueinformers.NewSharedInformerFactory(s.kueue, 0)
+		children.KueueCluster = kueueinformers.NewSharedInformerFactory(s.kueue, 0)
+		for _, o := range clusterObjs {
+			var err error
+			switch o := o.(type) {
+			case *kueue.ResourceFlavor:
+				err = children.KueueCluster.Kueue().V1beta2().ResourceFlavors().Informer().GetIndexer().Add(o)
+			case *kueue.WorkloadPriorityClass:
+				err = children.KueueCluster.Kueue().V1beta2().WorkloadPriorityClasses().Informer().GetIndexer().Add(o)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s.c = New(adapter, clients, children, s.events, options)
+	s.clock = clocktesting.NewFakeClock(now)
+	s.c.now = s.clock.Now
+	s.c.expect.SetClock(s.clock.Now)
+	s.c.queue = newQueue("", s.clock, s.c.lanes)
+	t.Cleanup(s.c.queue.ShutDown)
+	return s
+}
+
+// step syncs the job, and again once a status held for the batch is due, and lets the
+// caches show what the fake API holds.
+func (s *queueTest) step(t *testing.T) {
+	t.Helper()
+	s.sync(t)
+	s.refresh(t)
+}
+
+func (s *queueTest) sync(t *testing.T) time.Duration {
+	t.Helper()
+	wait, err := s.c.sync(context.Background(), s.jobKey)
+	if err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if _, held := s.c.held.Load(s.jobKey); held {
+		s.clock.Step(wait)
+		return s.sync(t)
+	}
+	return wait
+}
+
+func (s *queueTest) refresh(t *testing.T) {
+	t.Helper()
+	job, err := s.jobs.BatchV1beta1().GenericJobs("ns").Get(context.Background(), "job", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.c.adapter.Informer().GetIndexer().Update(job); err != nil {
+		t.Fatal(err)
+	}
+	pods, _ := s.kube.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{})
+	var objs []metav1.Object
+	for i := range pods.Items {
+		objs = append(objs, &pods.Items[i])
+	}
+	s.show(t, PodKind, objs)
+	if s.kueue != nil {
+		wls, _ := s.kueue.KueueV1beta2().Workloads("ns").List(context.Background(), metav1.ListOptions{})
+		objs = nil
+		for i := range wls.Items {
+			objs = append(objs, &wls.Items[i])
+		}
+		s.show(t, WorkloadKind, objs)
+	}
+	s.c.expect.Forget(expectKey(s.jobKey, kindNamed(PodKind)))
+	s.c.expect.Forget(expectKey(s.jobKey, kindNamed(WorkloadKind)))
+	s.c.written.Delete(s.jobKey)
+}
+
+// show replaces a kind's cache with objs.
+func (s *queueTest) show(t *testing.T, kind ObjectKind, objs []metav1.Object) {
+	t.Helper()
+	indexer := s.c.caches[kindIndex(kind)].indexer
+	for _, o := range indexer.List() {
+		_ = indexer.Delete(o)
+	}
+	for _, o := range objs {
+		if err := indexer.Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (s *queueTest) job(t *testing.T) *batch.GenericJob {
+	t.Helper()
+	job, err := s.jobs.BatchV1beta1().GenericJobs("ns").Get(context.Background(), "job", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+func (s *queueTest) pods(t *testing.T) []corev1.Pod {
+	t.Helper()
+	pods, err := s.kube.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pods.Items
+}
+
+func (s *queueTest) workload(t *testing.T) *kueue.Workload {
+	t.Helper()
+	wl, err := s.kueue.KueueV1beta2().Workloads("ns").Get(context.Background(), "genericjob-job", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the job's Workload: %v", err)
+	}
+	return wl
+}
+
+// kueueDecides sets the Workload's status as Kueue would.
+func (s *queueTest) kueueDecides(t *testing.T, change func(*kueue.Workload)) {
+	t.Helper()
+	wl := s.workload(t)
+	change(wl)
+	if _, err := s.kueue.KueueV1beta2().Workloads("ns").UpdateStatus(context.Background(), wl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.refresh(t)
+}
+
+func admit(wl *kueue.Workload) {
+	wl.Status.Admission = &kueue.Admission{ClusterQueue: "cq", PodSetAssignments: []kueue.PodSetAssignment{
+		{Name: "worker", Flavors: map[corev1.ResourceName]string{corev1.ResourceCPU: "gpu-nodes"}},
+		{Name: "ps", Flavors: map[corev1.ResourceName]string{corev1.ResourceCPU: "cpu-nodes"}},
+	}}
+	meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionTrue, Reason: "QuotaReserved"})
+	meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted"})
+	meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionFalse, Reason: "QuotaReserved"})
+}
+
+func queuedJob(labels map[string]string) *batch.GenericJob {
+	job := testJob(batch.JobStatus{})
+	job.Labels = labels
+	return job
+}
+
+var flavors = []metav1.Object{
+	&kueue.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: "gpu-nodes"}, Spec: kueue.ResourceFlavorSpec{
+		NodeLabels:  map[string]string{"pool": "gpu"},
+		Tolerations: []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+	}},
+	&kueue.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: "cpu-nodes"}, Spec: kueue.ResourceFlavorSpec{NodeLabels: map[string]string{"pool": "cpu"}}},
+}
+
+// A job in a queue creates its Workload (a pod set per replica type) and nothing else until
+// Kueue admits it; then all its pods at once, on the nodes of the flavors assigned.
+func TestQueuedJobWaitsForAdmission(t *testing.T) {
+	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Options{}, flavors...)
+	s.step(t)
+	if pods := s.pods(t); len(pods) != 0 {
+		t.Fatalf("a queued job created %d pods before its admission", len(pods))
+	}
+	wl := s.workload(t)
+	if wl.Spec.QueueName != "team-a" || len(wl.Spec.PodSets) != 2 ||
+		wl.Spec.PodSets[0].Name != "worker" || wl.Spec.PodSets[0].Count != 2 || wl.Spec.PodSets[1].Name != "ps" || wl.Spec.PodSets[1].Count != 1 {
+		t.Fatalf("workload spec %+v: want queue team-a, pod sets worker x2 and ps x1", wl.Spec)
+	}
+	if got := wl.Spec.PodSets[0].Template.Spec.Containers[0].Resources.Requests.Cpu().String(); got != "1" {
+		t.Errorf("the worker pod set asks for %s CPU, want the template's 1", got)
+	}
+	if ref := metav1.GetControllerOf(wl); ref == nil || ref.UID != "job-uid" {
+		t.Errorf("the Workload is not controlled by its job: %v", wl.OwnerReferences)
+	}
+
+	s.kueueDecides(t, func(wl *kueue.Workload) {
+		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionFalse, Reason: "Pending",
+			Message: "couldn't assign flavors to pod set worker: insufficient unused quota for cpu in flavor gpu-nodes, 2 more needed"})
+	})
+	s.step(t)
+	job := s.job(t)
+	running := conditionOf(&job.Status, batch.JobConditionRunning)
+	if job.Status.Phase != batch.JobPending || running.Reason != "Queued" ||
+		!strings.Contains(running.Message, `LocalQueue "team-a"`) || !strings.Contains(running.Message, "insufficient unused quota") {
+		t.Fatalf("queued job: phase %s, Running %+v: want Pending, Queued, naming the queue and Kueue's reason", job.Status.Phase, running)
+	}
+	if len(s.pods(t)) != 0 {
+		t.Fatal("pods were created for a job Kueue has not admitted")
+	}
+
+	s.kueueDecides(t, admit)
+	s.step(t)
+	pods := s.pods(t)
+	if len(pods) != 3 {
+		t.Fatalf("%d pods once admitted, want all 3", len(pods))
+	}
+	for _, p := range pods {
+		want := "gpu"
+		if p.Labels[batch.LabelReplicaType] == "ps" {
+			want = "cpu"
+		}
+		if p.Spec.NodeSelector["pool"] != want {
+			t.Errorf("pod %s: node selector %v, want the flavor's pool=%s", p.Name, p.Spec.NodeSelector, want)
+		}
+		if want == "gpu" && (len(p.Spec.Tolerations) != 1 || p.Spec.Tolerations[0].Key != "gpu") {
+			t.Errorf("pod %s: tolerations %v, want the flavor's", p.Name, p.Spec.Tolerations)
+		}
+		if p.Spec.SchedulerName != "" {
+			t.Errorf("pod %s: scheduler %q, want the default", p.Name, p.Spec.SchedulerName)
+		}
+	}
+}
+
+// runAll makes every pod of the job run, as the kubelet would report it.
+func (s *queueTest) runAll(t *testing.T) {
+	t.Helper()
+	for _, p := range s.pods(t) {
+		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+		if _, err := s.kube.CoreV1().Pods("ns").UpdateStatus(context.Background(), &p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.refresh(t)
+}
+
+// An admitted job tells Kueue when every pod runs (PodsReady). Evicted, its pods go and the
+// job waits again, restarts untouched; once they are gone the admission is handed back.
+func TestEvictedJobStopsAndRequeues(t *testing.T) {
+	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Options{}, flavors...)
+	s.step(t)
+	s.kueueDecides(t, admit)
+	s.step(t)
+	s.runAll(t)
+	s.step(t)
+	if job := s.job(t); job.Status.Phase != batch.JobRunning {
+		t.Fatalf("phase %s with every pod running, want Running", job.Status.Phase)
+	}
+	if c := meta.FindStatusCondition(s.workload(t).Status.Conditions, kueue.WorkloadPodsReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("PodsReady %+v once every pod runs, want True", c)
+	}
+
+	s.kueueDecides(t, func(wl *kueue.Workload) {
+		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "Preempted",
+			Message: "Preempted to accommodate a workload (UID: x) due to prioritization in the ClusterQueue"})
+	})
+	s.step(t)
+	job := s.job(t)
+	running := conditionOf(&job.Status, batch.JobConditionRunning)
+	if job.Status.Phase != batch.JobPending || running.Reason != "Preempted" || !strings.Contains(running.Message, "prioritization") {
+		t.Fatalf("evicted job: phase %s, Running %+v: want Pending, Preempted, with Kueue's message", job.Status.Phase, running)
+	}
+	if len(s.pods(t)) != 0 {
+		t.Fatalf("%d pods left after the eviction", len(s.pods(t)))
+	}
+	for _, task := range job.Status.Tasks {
+		if task.RestartCount != 0 {
+			t.Errorf("type %s counts %d restarts after an eviction, want 0", task.Type, task.RestartCount)
+		}
+	}
+	if !strings.Contains(drain(s.events), "Warning Preempted") {
+		t.Error("no Preempted event")
+	}
+
+	s.step(t) // the pods are gone: the admission goes back
+	wl := s.workload(t)
+	if wl.Status.Admission != nil || meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) ||
+		meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted) || !meta.IsStatusConditionTrue(wl.Status.Conditions, "Requeued") {
+		t.Fatalf("after the pods went the Workload still holds its admission: %+v", wl.Status)
+	}
+	if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPodsReady); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("PodsReady %+v after the eviction, want False", c)
+	}
+
+	s.kueueDecides(t, admit)
+	s.step(t)
+	if n := len(s.pods(t)); n != 3 {
+		t.Fatalf("%d pods after the job was admitted again, want 3", n)
+	}
+}
+
+// A job that ends marks its Workload Finished, which releases its quota.
+func TestFinishedJobFinishesItsWorkload(t *testing.T) {
+	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Options{}, flavors...)
+	s.step(t)
+	s.kueueDecides(t, admit)
+	s.step(t)
+	for _, p := range s.pods(t) {
+		p.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{Name: "main",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, FinishedAt: metav1.NewTime(now)}}}}}
+		if _, err := s.kube.CoreV1().Pods("ns").UpdateStatus(context.Background(), &p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.refresh(t)
+	s.step(t)
+	if job := s.job(t); job.Status.Phase != batch.JobSucceeded {
+		t.Fatalf("phase %s, want Succeeded", job.Status.Phase)
+	}
+	c := meta.FindStatusCondition(s.workload(t).Status.Conditions, kueue.WorkloadFinished)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Succeeded" {
+		t.Fatalf("Finished %+v, want True, Succeeded", c)
+	}
+}
+
+// Without Kueue's API a job that asks for a queue waits, saying so; nothing is created.
+func TestQueuedJobWithoutKueueWaits(t *testing.T) {
+	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), false, Options{})
+	s.step(t)
+	job := s.job(t)
+	running := conditionOf(&job.Status, batch.JobConditionRunning)
+	if running.Reason != reasonKueueNotInstalled || !strings.Contains(running.Message, "team-a") || len(s.pods(t)) != 0 {
+		t.Fatalf("Running %+v and %d pods: want KueueNotInstalled naming the queue, and no pod", running, len(s.pods(t)))
+	}
+	if !strings.Contains(drain(s.events), "Warning KueueNotInstalled") {
+		t.Error("no KueueNotInstalled event")
+	}
+	for _, cc := range s.c.caches {
+		if cc.kind.Kind == WorkloadKind || s.c.queues != nil {
+			t.Error("Kueue's API is not served, yet the controller watches it")
+		}
+	}
+}
+
+// With --scheduler=kueue, spec.scheduler.t9kScheduler names the LocalQueue and gives the
+// priority; the pods keep the default scheduler. A WorkloadPriorityClass named by the label
+// wins over the priority.
+func TestT9kSchedulerAsKueue(t *testing.T) {
+	job := queuedJob(nil)
+	job.Spec.Scheduler = &batch.SchedulePolicy{T9kScheduler: &batch.T9kScheduler{Queue: "default", Priority: 50}}
+	s := newQueueTest(t, job, true, Options{KueueForT9kScheduler: true}, flavors...)
+	s.step(t)
+	wl := s.workload(t)
+	if wl.Spec.QueueName != "default" || wl.Spec.Priority == nil || *wl.Spec.Priority != 50 {
+		t.Fatalf("workload queue %q priority %v, want default and 50", wl.Spec.QueueName, wl.Spec.Priority)
+	}
+	s.kueueDecides(t, admit)
+	s.step(t)
+	for _, p := range s.pods(t) {
+		if p.Spec.SchedulerName != "" || p.Labels[batch.LabelQueue] != "" {
+			t.Errorf("pod %s asks for T9k Scheduler (%q, labels %v) though Kueue queues the job", p.Name, p.Spec.SchedulerName, p.Labels)
+		}
+	}
+
+	job = queuedJob(map[string]string{kueue.LabelPriorityClass: "urgent"})
+	job.Spec.Scheduler = &batch.SchedulePolicy{T9kScheduler: &batch.T9kScheduler{Queue: "default", Priority: 50}}
+	s = newQueueTest(t, job, true, Options{KueueForT9kScheduler: true},
+		&kueue.WorkloadPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "urgent"}, Value: 1000})
+	s.step(t)
+	wl = s.workload(t)
+	if wl.Spec.Priority == nil || *wl.Spec.Priority != 1000 || wl.Spec.PriorityClassRef == nil || wl.Spec.PriorityClassRef.Name != "urgent" {
+		t.Fatalf("workload priority %v class %+v, want 1000 from WorkloadPriorityClass urgent", wl.Spec.Priority, wl.Spec.PriorityClassRef)
+	}
+}
+
+// A priority class that does not exist keeps the job waiting, saying which, and it looks
+// again later (no event announces the class).
+func TestMissingPriorityClassWaits(t *testing.T) {
+	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a", kueue.LabelPriorityClass: "nope"}), true, Options{})
+	if wait := s.sync(t); wait != queueRetry {
+		t.Fatalf("sync returned %s: want to look again in %s", wait, queueRetry)
+	}
+	s.refresh(t)
+	running := conditionOf(&s.job(t).Status, batch.JobConditionRunning)
+	if !strings.Contains(running.Message, `WorkloadPriorityClass "nope"`) {
+		t.Fatalf("Running %+v: want the missing class named", running)
+	}
+}
+
+// A paused job hands its quota back: its Workload goes, and comes back on resume.
+func TestPausedQueuedJobDeletesItsWorkload(t *testing.T) {
+	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Options{}, flavors...)
+	s.step(t)
+	s.kueueDecides(t, admit)
+	s.step(t)
+	job := s.job(t)
+	job.Spec.RunMode = &batch.RunMode{Pause: &batch.PauseMode{Enabled: true}}
+	if _, err := s.jobs.BatchV1beta1().GenericJobs("ns").Update(context.Background(), job, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.refresh(t)
+	s.step(t)
+	if wls, _ := s.kueue.KueueV1beta2().Workloads("ns").List(context.Background(), metav1.ListOptions{}); len(wls.Items) != 0 {
+		t.Fatalf("a paused job keeps its Workload (and its quota)")
+	}
+	if got := s.job(t).Status.Phase; got != batch.JobPaused {
+		t.Fatalf("phase %s, want Paused", got)
+	}
+}
+
+// More replica types than a Workload has pod sets: the job fails, saying why.
+func TestTooManyTypesForKueueFails(t *testing.T) {
+	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Options{})
+	s.c.adapter = &planOverride{Adapter: s.c.adapter, plan: func() *Plan {
+		p := &Plan{}
+		for j := range 9 {
+			p.Groups = append(p.Groups, Group{Type: fmt.Sprintf("type%d", j), Replicas: 1, Template: cpuTemplate})
+		}
+		return p
+	}}
+	s.step(t)
+	job := s.job(t)
+	failed := conditionOf(&job.Status, batch.JobConditionFailed)
+	if job.Status.Phase != batch.JobFailed || !strings.Contains(failed.Message, "at most 8 replica types") {
+		t.Fatalf("phase %s, Failed %+v: want Failed naming the limit", job.Status.Phase, failed)
+	}
+}
+
+// planOverride is an adapter whose plan is given.
+type planOverride struct {
+	Adapter
+	plan func() *Plan
+}
+
+func (p *planOverride) Plan(Job) (*Plan, error) { return p.plan(), nil }
+
+func drain(r *record.FakeRecorder) string {
+	var out []string
+	for {
+		select {
+		case e := <-r.Events:
+			out = append(out, e)
+		default:
+			return strings.Join(out, "\n")
+		}
+	}
+}

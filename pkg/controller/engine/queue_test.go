@@ -133,7 +133,8 @@ func (s *queueTest) refresh(t *testing.T) {
 		wls, _ := s.kueue.KueueV1beta2().Workloads("ns").List(context.Background(), metav1.ListOptions{})
 		objs = nil
 		for i := range wls.Items {
-			objs = append(objs, &wls.Items[i])
+			trimmed, _ := TrimChild(&wls.Items[i]) // as the controller's cache keeps it
+			objs = append(objs, trimmed.(metav1.Object))
 		}
 		s.show(t, WorkloadKind, objs)
 	}

@@ -3,8 +3,8 @@
 # kube-controller-manager and kubectl (hack/tools/kube), etcd (hack/tools/etcd), kwok
 # (hack/tools/kwok) and kueue (hack/tools/kueue), with Kueue's CRDs and webhook manifests in
 # kueue-config/ beside them (test/cluster reads them when it starts Kueue). Binaries land in a
-# cache directory keyed by the tool modules' go.mod and go.sum, so a fresh clone reuses them
-# and a version bump rebuilds them.
+# cache directory keyed by the tool modules' go.mod and go.sum and by this script, so a fresh
+# clone reuses them and a version bump, or a change in how they are built, rebuilds them.
 #
 # Sourced by hack/cluster.sh; `hack/lib/tools.sh` on its own builds and prints the directory.
 set -euo pipefail
@@ -16,8 +16,24 @@ TOOLS_MODULES=(kube etcd kwok kueue)
 tools_bin_dir() {
   local cache=${T9K_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/t9k-jobs}
   local key m
-  key=$(cd "$T9K_ROOT/hack/tools" && for m in "${TOOLS_MODULES[@]}"; do cat "$m/go.sum" "$m/go.mod"; done | sha256sum | cut -c1-16)
+  key=$(cd "$T9K_ROOT/hack/tools" && for m in "${TOOLS_MODULES[@]}"; do cat "$m/go.sum" "$m/go.mod"; done |
+    cat - "$T9K_ROOT/hack/lib/tools.sh" | sha256sum | cut -c1-16)
   echo "$cache/bin/$key"
+}
+
+# version_ldflags prints the -ldflags that give the Kubernetes binaries their release version.
+# Built from the module, they would report v0.0.0-master+$Format:%H$, which clients that parse
+# the server's version (Kueue does) refuse.
+version_ldflags() {
+  [[ $1 == kube ]] || return 0
+  local v major minor p
+  v=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)   # v1.37.1
+  major=${v#v}; major=${major%%.*}
+  minor=${v#v*.}; minor=${minor%%.*}
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    printf -- "-X '%s.gitVersion=%s' -X '%s.gitMajor=%s' -X '%s.gitMinor=%s' -X '%s.gitTreeState=clean' " \
+      "$p" "$v" "$p" "$major" "$p" "$minor" "$p"
+  done
 }
 
 # build_module builds every tool of one module into $2, printing package-level progress, since
@@ -27,7 +43,7 @@ build_module() {
   cd "$T9K_ROOT/hack/tools/$module"
   total=$(go list -deps tool 2>/dev/null | wc -l)
   echo "building $module tools ($total packages; cached packages go fast)..."
-  go build -v -o "$out/" tool 2>&1 | while IFS= read -r line; do
+  go build -v -ldflags "$(version_ldflags "$module")" -o "$out/" tool 2>&1 | while IFS= read -r line; do
     case "$line" in
       *" "*|*:*) echo "  $line" ;;             # compiler errors and warnings pass through
       *) done=$((done + 1))

@@ -57,6 +57,8 @@ type Options struct {
 	// garbage collector from its first discovery, as on a cluster where they were installed
 	// long ago.
 	BeforeControllers func(context.Context, *rest.Config) error
+	// Kueue starts Kueue once the cluster is ready (StartKueue, with default KueueOptions).
+	Kueue bool
 }
 
 // Cluster is a running control plane.
@@ -66,6 +68,8 @@ type Cluster struct {
 	// Config is the admin client configuration.
 	Config *rest.Config
 
+	opts  Options // as Start was given them, defaulted
+	begin time.Time
 	procs []*process
 }
 
@@ -74,9 +78,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if opts.Nodes == 0 {
 		opts.Nodes = 4
 	}
-	progress := opts.Progress
-	if progress == nil {
-		progress = io.Discard
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
 	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
@@ -85,17 +88,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir, Kubeconfig: filepath.Join(dir, "kubeconfig")}
+	c := &Cluster{Dir: dir, Kubeconfig: filepath.Join(dir, "kubeconfig"), opts: opts, begin: time.Now()}
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("%w (component logs in %s)", err, filepath.Join(dir, "logs"))
 			_ = c.Stop()
 		}
 	}()
-	begin := time.Now()
-	step := func(format string, args ...any) {
-		fmt.Fprintf(progress, "cluster: %5.1fs %s\n", time.Since(begin).Seconds(), fmt.Sprintf(format, args...))
-	}
 
 	token, err := c.writeSecrets()
 	if err != nil {
@@ -111,7 +110,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
 	bin := func(name string) string { return filepath.Join(opts.BinDir, name) }
 
-	step("starting etcd on 127.0.0.1:%d", etcdPort)
+	c.step("starting etcd on 127.0.0.1:%d", etcdPort)
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
 	if err := c.run(opts, "etcd", bin("etcd"),
@@ -130,7 +129,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 
-	step("starting kube-apiserver on https://127.0.0.1:%d", apiPort)
+	c.step("starting kube-apiserver on https://127.0.0.1:%d", apiPort)
 	if err := c.run(opts, "kube-apiserver", bin("kube-apiserver"),
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
@@ -180,7 +179,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}
 
-	step("starting kube-scheduler, kube-controller-manager and kwok")
+	c.step("starting kube-scheduler, kube-controller-manager and kwok")
 	schedulerConfig := filepath.Join(dir, "scheduler.yaml")
 	if err := os.WriteFile(schedulerConfig, fmt.Appendf(nil, `apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -218,7 +217,7 @@ leaderElection:
 		return nil, err
 	}
 
-	step("adding %d fake nodes", opts.Nodes)
+	c.step("adding %d fake nodes", opts.Nodes)
 	if err := addNodes(ctx, client, opts.Nodes); err != nil {
 		return nil, err
 	}
@@ -227,8 +226,18 @@ leaderElection:
 	}); err != nil {
 		return nil, err
 	}
-	step("ready; kubeconfig %s", c.Kubeconfig)
+	if opts.Kueue {
+		if err := c.StartKueue(ctx, KueueOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	c.step("ready; kubeconfig %s", c.Kubeconfig)
 	return c, nil
+}
+
+// step prints one progress line, timed from the cluster's start.
+func (c *Cluster) step(format string, args ...any) {
+	fmt.Fprintf(c.opts.Progress, "cluster: %5.1fs %s\n", time.Since(c.begin).Seconds(), fmt.Sprintf(format, args...))
 }
 
 // writeSecrets writes the admin token file and the service-account signing key, and returns

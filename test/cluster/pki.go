@@ -1,12 +1,15 @@
 package cluster
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -95,8 +98,8 @@ func (c *Cluster) writePKI() error {
 }
 
 // issue signs template with the CA (itself when ca is nil) and writes <name>.crt and
-// <name>.key.
-func issue(dir, name string, template *x509.Certificate, key *ecdsa.PrivateKey, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (*x509.Certificate, error) {
+// <name>.key. Keys are ECDSA, or RSA where a reader accepts nothing else (kueue.go).
+func issue(dir, name string, template *x509.Certificate, key crypto.Signer, ca *x509.Certificate, caKey crypto.Signer) (*x509.Certificate, error) {
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
 		return nil, err
@@ -105,15 +108,24 @@ func issue(dir, name string, template *x509.Certificate, key *ecdsa.PrivateKey, 
 	if ca == nil {
 		ca, caKey = template, key
 	}
-	der, err := x509.CreateCertificate(rand.Reader, template, ca, &key.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, template, ca, key.Public(), caKey)
 	if err != nil {
 		return nil, err
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, err
+	var keyPEM *pem.Block
+	switch key := key.(type) {
+	case *ecdsa.PrivateKey:
+		keyDER, err := x509.MarshalECPrivateKey(key)
+		if err != nil {
+			return nil, err
+		}
+		keyPEM = &pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}
+	case *rsa.PrivateKey:
+		keyPEM = &pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}
+	default:
+		return nil, fmt.Errorf("%s: unsupported key type %T", name, key)
 	}
-	if err := os.WriteFile(filepath.Join(dir, name+".key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name+".key"), pem.EncodeToMemory(keyPEM), 0o600); err != nil {
 		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, name+".crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {

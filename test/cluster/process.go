@@ -75,22 +75,27 @@ func (c *Cluster) run(opts Options, name, path string, args ...string) error {
 func (c *Cluster) Stop() error {
 	var errs []error
 	for i := len(c.procs) - 1; i >= 0; i-- {
-		p := c.procs[i]
-		if exited, _ := p.exited(); exited {
-			continue
-		}
-		_ = syscall.Kill(-p.pid, syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(stopGrace):
-			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
-			<-p.done
-			errs = append(errs, fmt.Errorf("%s did not stop in %s and was killed", p.name, stopGrace))
-		}
+		errs = append(errs, c.procs[i].stop())
 	}
 	c.procs = nil
 	_ = os.Remove(filepath.Join(c.Dir, pidFile))
 	return errors.Join(errs...)
+}
+
+// stop stops one component and waits until it has exited.
+func (p *process) stop() error {
+	if exited, _ := p.exited(); exited {
+		return nil
+	}
+	_ = syscall.Kill(-p.pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(stopGrace):
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		<-p.done
+		return fmt.Errorf("%s did not stop in %s and was killed", p.name, stopGrace)
+	}
 }
 
 // StopDir stops the cluster whose directory is dir, started by another process (a detached

@@ -136,6 +136,12 @@ func (c *Cluster) StartKueue(ctx context.Context, opts KueueOptions) (err error)
 	if k.dynamic, err = dynamic.NewForConfig(quiet); err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil {
+			// Left registered, webhooks that fail closed would refuse every batch Job.
+			c.stopKueue(k)
+		}
+	}()
 
 	c.step("installing kueue's CRDs and webhooks (server https://127.0.0.1:%d)", k.webhookPort)
 	if err := k.writePKI(); err != nil {
@@ -159,12 +165,6 @@ func (c *Cluster) StartKueue(ctx context.Context, opts KueueOptions) (err error)
 	if err := c.run(c.opts, "kueue", filepath.Join(opts.BinDir, "kueue"), "--config="+config, "--kubeconfig="+c.Kubeconfig); err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			// Left registered, webhooks that fail closed would refuse every batch Job.
-			c.stopKueue(k)
-		}
-	}()
 	if err := c.waitFor(ctx, "kueue's webhooks", 90*time.Second, k.webhooksAnswer); err != nil {
 		return err
 	}
@@ -180,13 +180,16 @@ func (c *Cluster) StartKueue(ctx context.Context, opts KueueOptions) (err error)
 	return nil
 }
 
-// stopKueue ends a Kueue that failed to start and unregisters its webhooks.
+// stopKueue ends a Kueue that failed to start and unregisters its webhooks. Its process is
+// forgotten, or every later waitFor would report that it exited.
 func (c *Cluster) stopKueue(k *kueueSetup) {
-	for _, p := range c.procs {
+	c.procs = slices.DeleteFunc(c.procs, func(p *process) bool {
 		if p.name == "kueue" {
 			_ = p.stop()
+			return true
 		}
-	}
+		return false
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	admission := k.kube.AdmissionregistrationV1()

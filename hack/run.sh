@@ -3,10 +3,22 @@
 # foreground. Without it, start the local control plane, install the CRDs, run the
 # controller, submit the GenericJob examples and show their phases until they finish; the
 # controller then keeps running until Ctrl-C, which also stops the cluster.
+#
+# KUEUE=1 (make run KUEUE=1): the local cluster also runs Kueue, with a ClusterQueue and a
+# LocalQueue "default" in namespace default (README, "Queues with Kueue"), and the controller
+# runs with --scheduler=kueue. With $KUBECONFIG, only the controller's flag changes: Kueue is
+# that cluster's to install.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 CLUSTER_DIR=${CLUSTER_DIR:-_output/cluster}
+KUEUE=${KUEUE:-}
+cluster_flags=()
+controller_flags=()
+if [[ -n "$KUEUE" && "$KUEUE" != 0 ]]; then
+  cluster_flags=(--kueue)
+  controller_flags=(--scheduler=kueue)
+fi
 
 go build -o bin/ ./cmd/t9k-job-controller
 
@@ -18,16 +30,21 @@ install_crds() {
 if [[ -n "${KUBECONFIG:-}" ]]; then
   command -v kubectl >/dev/null || PATH="$(hack/lib/tools.sh):$PATH"
   install_crds
-  exec bin/t9k-job-controller --kubeconfig "$KUBECONFIG"
+  exec bin/t9k-job-controller --kubeconfig "$KUBECONFIG" ${controller_flags[@]+"${controller_flags[@]}"}
 fi
 
 BIN=$(hack/lib/tools.sh)
 export PATH="$BIN:$PATH"
 export KUBECONFIG
-KUBECONFIG=$(go run ./hack/cluster up --dir "$CLUSTER_DIR" --bin-dir "$BIN")
+KUBECONFIG=$(go run ./hack/cluster up --dir "$CLUSTER_DIR" --bin-dir "$BIN" ${cluster_flags[@]+"${cluster_flags[@]}"})
 controller_pid=
 procnode_pid=
 procnode_help=
+kueue_help=
+if (( ${#cluster_flags[@]} )); then
+  kueue_help="  kubectl get clusterqueue,localqueue,workloads -A   (Kueue; log: $CLUSTER_DIR/logs/kueue.log)
+"
+fi
 cleanup() {
   [[ -n "$procnode_pid" ]] && kill "$procnode_pid" 2>/dev/null && wait "$procnode_pid" 2>/dev/null
   [[ -n "$controller_pid" ]] && kill "$controller_pid" 2>/dev/null && wait "$controller_pid" 2>/dev/null
@@ -39,7 +56,7 @@ trap 'exit 130' INT TERM
 install_crds
 mkdir -p _output
 METRICS_ADDR=${METRICS_ADDR:-127.0.0.1:8080}
-bin/t9k-job-controller --kubeconfig "$KUBECONFIG" --bind-address "$METRICS_ADDR" >_output/controller.log 2>&1 &
+bin/t9k-job-controller --kubeconfig "$KUBECONFIG" --bind-address "$METRICS_ADDR" ${controller_flags[@]+"${controller_flags[@]}"} >_output/controller.log 2>&1 &
 controller_pid=$!
 until curl -sf "http://$METRICS_ADDR/readyz" >/dev/null 2>&1; do
   kill -0 "$controller_pid" 2>/dev/null || { echo "the controller exited; see _output/controller.log" >&2; exit 1; }
@@ -108,6 +125,6 @@ Use it from another shell:
   kubectl get t9k
   kubectl describe genericjob generic-example
   kubectl apply -f examples/
-${procnode_help}Ctrl-C stops the controller and the cluster.
+${procnode_help}${kueue_help}Ctrl-C stops the controller and the cluster.
 MSG
 wait "$controller_pid"

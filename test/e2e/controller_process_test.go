@@ -22,8 +22,9 @@ var controller struct {
 	mu         sync.Mutex
 	binary     string
 	cmd        *exec.Cmd
-	metrics    string // base URL of /metrics
-	kubeconfig string // the controller's own credentials (manifests/rbac.yaml)
+	metrics    string   // base URL of /metrics
+	kubeconfig string   // the controller's own credentials (manifests/rbac.yaml)
+	args       []string // flags beyond the usual ones, for every later start
 	log        string
 	exited     chan struct{}
 }
@@ -55,7 +56,8 @@ func startController() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(controller.binary, "--kubeconfig", controller.kubeconfig, "--leader-elect-namespace", "t9k-system", "--bind-address", addr, "-v=2")
+	args := append([]string{"--kubeconfig", controller.kubeconfig, "--leader-elect-namespace", "t9k-system", "--bind-address", addr, "-v=2"}, controller.args...)
+	cmd := exec.Command(controller.binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

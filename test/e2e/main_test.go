@@ -48,6 +48,8 @@ var env struct {
 	// kubelet is what the process node serves the kubelet API with: the local control
 	// plane's files (empty on another cluster, where the node does not serve it).
 	kubelet cluster.KubeletTLS
+	// cluster is the local control plane (nil on another cluster): tests start Kueue on it.
+	cluster *cluster.Cluster
 }
 
 func TestMain(m *testing.M) {
@@ -88,6 +90,7 @@ func run(m *testing.M) int {
 		env.kubeconfig = c.Kubeconfig
 		env.kubectl = filepath.Join(binDir, "kubectl")
 		env.kubelet = c.Kubelet()
+		env.cluster = c
 		code = setUpAndRun(ctx, m)
 		return code
 	}

@@ -1,0 +1,490 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
+	kueueclient "github.com/t9k-jobs/t9k-jobs/pkg/client/kueue/clientset/versioned"
+	"github.com/t9k-jobs/t9k-jobs/test/cluster"
+)
+
+// Jobs queued in Kueue (docs/queueing.md). The suite's cluster starts without Kueue, so the
+// tests before these ran as on a cluster without it; the first test here shows a queued job
+// waiting for Kueue, then starts Kueue (and restarts the controller, which looks for Kueue's
+// API at start, with --scheduler=kueue); the suite's later tests run with Kueue present.
+
+var kueueState struct {
+	once    sync.Once
+	err     error
+	started bool
+	client  kueueclient.Interface
+}
+
+// kueueServed reports whether the cluster serves Kueue's API.
+func kueueServed() bool {
+	_, err := env.kube.Discovery().ServerResourcesForGroupVersion(kueue.SchemeGroupVersion.String())
+	return err == nil
+}
+
+// useKueue makes sure Kueue runs and the controller knows it: on the local cluster it starts
+// Kueue once; on another cluster Kueue must be installed already.
+func useKueue(t *testing.T) kueueclient.Interface {
+	t.Helper()
+	kueueState.once.Do(func() {
+		if !kueueServed() {
+			if env.cluster == nil {
+				kueueState.err = fmt.Errorf("skip: the cluster under test does not serve Kueue's API")
+				return
+			}
+			if err := env.cluster.StartKueue(context.Background(), cluster.KueueOptions{}); err != nil {
+				kueueState.err = err
+				return
+			}
+		}
+		kueueState.started = true
+		// The controller looks for Kueue's API when it starts.
+		controller.args = append(controller.args, "--scheduler=kueue")
+		if !stopController() {
+			kueueState.err = fmt.Errorf("the controller did not stop on SIGTERM")
+			return
+		}
+		if err := startController(); err != nil {
+			kueueState.err = err
+			return
+		}
+		kueueState.client, kueueState.err = kueueclient.NewForConfig(env.config)
+	})
+	if err := kueueState.err; err != nil {
+		if strings.HasPrefix(err.Error(), "skip: ") {
+			t.Skip(strings.TrimPrefix(err.Error(), "skip: "))
+		}
+		t.Fatal(err)
+	}
+	return kueueState.client
+}
+
+// createKueueObjects creates Kueue objects from YAML (ClusterQueues, LocalQueues,
+// WorkloadPriorityClasses); the cluster-wide ones are deleted when the test ends.
+func createKueueObjects(t *testing.T, manifests string) {
+	t.Helper()
+	for doc := range strings.SplitSeq(manifests, "\n---\n") {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			t.Fatal(err)
+		}
+		plural := strings.ToLower(obj.GetKind()) + "s" // clusterqueues, localqueues
+		if strings.HasSuffix(obj.GetKind(), "s") {
+			plural = strings.ToLower(obj.GetKind()) + "es" // workloadpriorityclasses
+		}
+		gvr := obj.GroupVersionKind().GroupVersion().WithResource(plural)
+		client := env.dynamic.Resource(gvr).Namespace(obj.GetNamespace())
+		if _, err := client.Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		if obj.GetNamespace() == "" {
+			t.Cleanup(func() { _ = client.Delete(context.Background(), obj.GetName(), metav1.DeleteOptions{}) })
+		}
+	}
+}
+
+// queueFor makes a ClusterQueue of cpu CPUs (preempting lower priorities within it) and a
+// LocalQueue of the same name in ns.
+func queueFor(t *testing.T, ns string, cpu int) string {
+	t.Helper()
+	createKueueObjects(t, fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: %[1]s
+spec:
+  namespaceSelector: {}
+  preemption:
+    withinClusterQueue: LowerPriority
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: %[2]s
+      resources:
+      - {name: cpu, nominalQuota: "%[3]d"}
+      - {name: memory, nominalQuota: 100Gi}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  name: %[1]s
+  namespace: %[1]s
+spec:
+  clusterQueue: %[1]s`, ns, cluster.KueueResourceFlavor, cpu))
+	return ns
+}
+
+// queuedJob is a GenericJob in queue of n replicas of 1 CPU that succeed after runTime.
+func queuedJob(name, queue string, n int32, runTime string) *batch.GenericJob {
+	r := replica("worker", "trainer")
+	r.Replicas = ptr.To(n)
+	r.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	exits(&r, 0, runTime)
+	return &batch.GenericJob{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{kueue.LabelQueueName: queue}},
+		Spec:       batch.GenericJobSpec{ReplicaSpecs: []batch.GenericReplicaSpec{r}},
+	}
+}
+
+// podCounter counts, per job, the most pods that existed at once, from a pod informer.
+type podCounter struct {
+	mu   sync.Mutex
+	live map[string]map[string]bool // job -> pod names
+	most map[string]int
+}
+
+func countPods(t *testing.T, ns string) *podCounter {
+	t.Helper()
+	pc := &podCounter{live: map[string]map[string]bool{}, most: map[string]int{}}
+	update := func(obj any, gone bool) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj, gone = tomb.Obj, true
+		}
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		job := p.Labels[batch.LabelJobName]
+		pc.mu.Lock()
+		defer pc.mu.Unlock()
+		if pc.live[job] == nil {
+			pc.live[job] = map[string]bool{}
+		}
+		if gone {
+			delete(pc.live[job], p.Name)
+		} else {
+			pc.live[job][p.Name] = true
+		}
+		pc.most[job] = max(pc.most[job], len(pc.live[job]))
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(env.kube, 0, informers.WithNamespace(ns))
+	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { update(obj, false) },
+		UpdateFunc: func(_, obj any) { update(obj, false) },
+		DeleteFunc: func(obj any) { update(obj, true) },
+	})
+	stop := make(chan struct{})
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	t.Cleanup(func() { close(stop); factory.Shutdown() })
+	return pc
+}
+
+func (pc *podCounter) mostOf(job string) int {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return pc.most[job]
+}
+
+func workloadOf(t *testing.T, client kueueclient.Interface, ns, name string) *kueue.Workload {
+	t.Helper()
+	wl, err := client.KueueV1beta2().Workloads(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("Workload %s: %v", name, err)
+	}
+	return wl
+}
+
+func runningReason(j *batch.GenericJob) string {
+	return conditionOf(j, batch.JobConditionRunning).Reason
+}
+
+// TestKueueAbsentJobWaits: on a cluster without Kueue a job that asks for a queue creates
+// nothing and says why; once Kueue runs (and the controller restarted), it is admitted and
+// runs. (Skipped when Kueue runs already.)
+func TestKueueAbsentJobWaits(t *testing.T) {
+	if kueueState.started || kueueServed() {
+		t.Skip("Kueue runs already")
+	}
+	ns := namespace(t)
+	job := queuedJob("early", ns, 2, "1s")
+	createJob(t, ns, job)
+	got := waitJob(t, ns, job.Name, "waiting for Kueue", func(j *batch.GenericJob) bool { return runningReason(j) == "KueueNotInstalled" })
+	if msg := conditionOf(got, batch.JobConditionRunning).Message; !strings.Contains(msg, ns) || !strings.Contains(msg, "install Kueue") {
+		t.Errorf("Running condition %q: want the queue named and the fix", msg)
+	}
+	if names := podNames(t, ns); len(names) != 0 {
+		t.Fatalf("a job waiting for Kueue created pods %v", names)
+	}
+	useKueue(t)
+	queueFor(t, ns, 4)
+	waitJob(t, ns, job.Name, "succeeded once Kueue runs", inPhase(batch.JobSucceeded))
+}
+
+// TestKueueQuotaFitsOneJob: two 4-replica jobs in a queue whose quota fits one. The first
+// runs; the second has no pod at all until the first ends, then starts whole.
+func TestKueueQuotaFitsOneJob(t *testing.T) {
+	client := useKueue(t)
+	ns := namespace(t)
+	queue := queueFor(t, ns, 4)
+	pods := countPods(t, ns)
+	first, second := queuedJob("first", queue, 4, "4s"), queuedJob("second", queue, 4, "1s")
+	createJob(t, ns, first)
+	waitJob(t, ns, first.Name, "running", inPhase(batch.JobRunning))
+	createJob(t, ns, second)
+	waiting := waitJob(t, ns, second.Name, "queued for want of quota", func(j *batch.GenericJob) bool {
+		return runningReason(j) == "Queued" && strings.Contains(conditionOf(j, batch.JobConditionRunning).Message, "quota")
+	})
+	if waiting.Status.Phase != batch.JobPending {
+		t.Errorf("queued job's phase %s, want Pending", waiting.Status.Phase)
+	}
+	wl := workloadOf(t, client, ns, "genericjob-second")
+	if len(wl.Spec.PodSets) != 1 || wl.Spec.PodSets[0].Name != "worker" || wl.Spec.PodSets[0].Count != 4 || wl.Spec.QueueName != queue {
+		t.Errorf("Workload spec %+v: want one pod set worker x4 in queue %s", wl.Spec, queue)
+	}
+	done := waitJob(t, ns, first.Name, "succeeded", inPhase(batch.JobSucceeded))
+	if n := pods.mostOf(second.Name); n != 0 {
+		t.Fatalf("the second job had %d pods while the first ran (%s): a queued job must have none", n, done.Status.Phase)
+	}
+	if c := conditionOfWorkload(workloadOf(t, client, ns, "genericjob-first"), kueue.WorkloadFinished); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("the first job's Workload is not Finished: %+v", c)
+	}
+	waitJob(t, ns, second.Name, "running", func(j *batch.GenericJob) bool {
+		return j.Status.Phase == batch.JobRunning || j.Status.Phase == batch.JobSucceeded
+	})
+	if n := pods.mostOf(second.Name); n != 4 {
+		t.Errorf("the second job ran with at most %d pods at once, want all 4", n)
+	}
+	waitJob(t, ns, second.Name, "succeeded", inPhase(batch.JobSucceeded))
+}
+
+func conditionOfWorkload(wl *kueue.Workload, t string) *metav1.Condition {
+	for i := range wl.Status.Conditions {
+		if wl.Status.Conditions[i].Type == t {
+			return &wl.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// TestKueuePreemption: a higher-priority job preempts a running lower-priority one; the low
+// one's pods go, it waits, and it finishes later, its restart counts untouched, its status and
+// events saying what happened.
+func TestKueuePreemption(t *testing.T) {
+	client := useKueue(t)
+	ns := namespace(t)
+	queue := queueFor(t, ns, 4)
+	createKueueObjects(t, fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata:
+  name: %[1]s-low
+value: 10
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata:
+  name: %[1]s-high
+value: 1000`, ns))
+	low := queuedJob("low", queue, 4, "6s")
+	low.Labels[kueue.LabelPriorityClass] = ns + "-low"
+	createJob(t, ns, low)
+	waitJob(t, ns, low.Name, "running", inPhase(batch.JobRunning))
+	if wl := workloadOf(t, client, ns, "genericjob-low"); wl.Spec.Priority == nil || *wl.Spec.Priority != 10 {
+		t.Errorf("low Workload priority %v, want 10 from its class", wl.Spec.Priority)
+	}
+
+	high := queuedJob("high", queue, 4, "2s")
+	high.Labels[kueue.LabelPriorityClass] = ns + "-high"
+	createJob(t, ns, high)
+	preempted := waitJob(t, ns, low.Name, "preempted", func(j *batch.GenericJob) bool { return runningReason(j) == "Preempted" })
+	if preempted.Status.Phase != batch.JobPending {
+		t.Errorf("preempted job's phase %s, want Pending", preempted.Status.Phase)
+	}
+	waitFor(t, "the low job's pods gone", jobTimeout, func(ctx context.Context) (bool, error) {
+		pods, err := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: batch.LabelJobName + "=low"})
+		return err == nil && len(pods.Items) == 0, nil
+	})
+	waitJob(t, ns, high.Name, "succeeded", inPhase(batch.JobSucceeded))
+	done := waitJob(t, ns, low.Name, "succeeded after the high one", inPhase(batch.JobSucceeded))
+	for _, task := range done.Status.Tasks {
+		if task.RestartCount != 0 {
+			t.Errorf("type %s counts %d restarts: a preemption is not a restart", task.Type, task.RestartCount)
+		}
+		for _, r := range task.Replicas {
+			if r.RestartCount != 0 || r.Phase != batch.ReplicaSucceeded {
+				t.Errorf("replica %s: %+v, want Succeeded without restarts", r.Name, r)
+			}
+		}
+	}
+	events := eventsOf(t, ns, "low")
+	for _, want := range []string{"Preempted", "Requeued", "Admitted"} {
+		if !strings.Contains(events, want) {
+			t.Errorf("no %s event for the low job; events:\n%s", want, events)
+		}
+	}
+}
+
+// eventsOf lists the reasons and messages of an object's events.
+func eventsOf(t *testing.T, ns, name string) string {
+	t.Helper()
+	list, err := env.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, e := range list.Items {
+		lines = append(lines, e.Reason+": "+e.Message)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestKueueMissingLocalQueue: a job in a LocalQueue that does not exist waits, its condition
+// naming the queue, and starts once the queue is created.
+func TestKueueMissingLocalQueue(t *testing.T) {
+	useKueue(t)
+	ns := namespace(t)
+	job := queuedJob("lost", ns, 2, "1s")
+	createJob(t, ns, job)
+	waitJob(t, ns, job.Name, "waiting for the missing LocalQueue", func(j *batch.GenericJob) bool {
+		msg := conditionOf(j, batch.JobConditionRunning).Message
+		return runningReason(j) == "Queued" && strings.Contains(msg, ns) && strings.Contains(msg, "doesn't exist")
+	})
+	if names := podNames(t, ns); len(names) != 0 {
+		t.Fatalf("pods %v of a job whose queue does not exist", names)
+	}
+	queueFor(t, ns, 4)
+	waitJob(t, ns, job.Name, "succeeded once its queue exists", inPhase(batch.JobSucceeded))
+}
+
+// TestKueueEveryKind: each kind runs through Kueue once, its Workload holding every replica
+// type (an MPIJob's launcher, a TensorFlow job's chief, workers and ps). The XGBoost job asks
+// through spec.scheduler.t9kScheduler (the controller runs with --scheduler=kueue).
+func TestKueueEveryKind(t *testing.T) {
+	client := useKueue(t)
+	ns := namespace(t)
+	queue := queueFor(t, ns, 100)
+	labels := map[string]string{kueue.LabelQueueName: queue}
+	ctx := context.Background()
+	cpu := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+	// template is a replica's pod template; with an exit code, its pods end so after 1s.
+	template := func(code string) corev1.PodTemplateSpec {
+		tmpl := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "trainer",
+			Command: []string{"train"}, Resources: corev1.ResourceRequirements{Requests: cpu}}}}}
+		if code != "" {
+			annotate(&tmpl, code, "1s")
+		}
+		return tmpl
+	}
+	type check struct {
+		name     string
+		podSets  map[string]int32
+		finished func(ctx context.Context) (*batch.JobStatus, error)
+	}
+	var checks []check
+
+	mpi := &batch.MPIJob{ObjectMeta: metav1.ObjectMeta{Name: "mpi", Labels: labels}, Spec: batch.MPIJobSpec{
+		Worker: batch.MPIWorkerSpec{Replicas: ptr.To[int32](2), Cmd: []string{"train"}, Template: template("")},
+	}}
+	mpi.Spec.Worker.Template.Spec.Containers[0].Name = "mpi-worker"
+	launcherExits(&mpi.Spec.Worker.Template, "0") // workers run until the launcher ends
+	if _, err := env.jobs.BatchV1beta1().MPIJobs(ns).Create(ctx, mpi, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	checks = append(checks, check{"mpijob-mpi", map[string]int32{"launcher": 1, "worker": 2}, mpiStatus(ns, "mpi")})
+
+	tf := &batch.TensorFlowTrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "tf", Labels: labels}, Spec: batch.TensorFlowTrainingJobSpec{
+		ReplicaSpecs: []batch.TrainingReplicaSpec{
+			{Type: "chief", Replicas: ptr.To[int32](1), Template: template("0")},
+			{Type: "worker", Replicas: ptr.To[int32](2), Template: template("")},
+			{Type: "ps", Replicas: ptr.To[int32](1), Template: template("")},
+		},
+	}}
+	if _, err := env.jobs.BatchV1beta1().TensorFlowTrainingJobs(ns).Create(ctx, tf, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	checks = append(checks, check{"tensorflowtrainingjob-tf", map[string]int32{"chief": 1, "worker": 2, "ps": 1}, tfStatus(ns, "tf")})
+
+	xgb := &batch.XGBoostTrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "xgb"}, Spec: batch.XGBoostTrainingJobSpec{
+		Scheduler: &batch.SchedulePolicy{T9kScheduler: &batch.T9kScheduler{Queue: queue, Priority: 50}},
+		ReplicaSpecs: []batch.TrainingReplicaSpec{
+			{Type: "master", Replicas: ptr.To[int32](1), Template: template("0")},
+			{Type: "worker", Replicas: ptr.To[int32](2), Template: template("")},
+		},
+	}}
+	if _, err := env.jobs.BatchV1beta1().XGBoostTrainingJobs(ns).Create(ctx, xgb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	checks = append(checks, check{"xgboosttrainingjob-xgb", map[string]int32{"master": 1, "worker": 2}, func(ctx context.Context) (*batch.JobStatus, error) {
+		j, err := env.jobs.BatchV1beta1().XGBoostTrainingJobs(ns).Get(ctx, "xgb", metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return &j.Status, nil
+	}})
+
+	caj := &batch.ColossalAIJob{ObjectMeta: metav1.ObjectMeta{Name: "caj", Labels: labels}, Spec: batch.ColossalAIJobSpec{
+		Launcher: batch.ColossalAILauncher{Image: "trainer"},
+		Worker:   batch.ColossalAIWorkerSpec{Replicas: ptr.To[int32](2), Command: []string{"train.py"}, Template: template("")},
+	}}
+	caj.Spec.Worker.Template.Spec.Containers[0].Name = "worker"
+	launcherExits(&caj.Spec.Worker.Template, "0")
+	if _, err := env.jobs.BatchV1beta1().ColossalAIJobs(ns).Create(ctx, caj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	checks = append(checks, check{"colossalaijob-caj", map[string]int32{"launcher": 1, "worker": 2}, func(ctx context.Context) (*batch.JobStatus, error) {
+		j, err := env.jobs.BatchV1beta1().ColossalAIJobs(ns).Get(ctx, "caj", metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return &j.Status, nil
+	}})
+
+	gj := queuedJob("gj", queue, 2, "1s")
+	createJob(t, ns, gj)
+	checks = append(checks, check{"genericjob-gj", map[string]int32{"worker": 2}, func(ctx context.Context) (*batch.JobStatus, error) {
+		j, err := env.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, "gj", metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return &j.Status, nil
+	}})
+
+	for _, c := range checks {
+		waitStatus(t, c.name+" succeeded", c.finished, func(s *batch.JobStatus) bool { return s.Phase == batch.JobSucceeded })
+		wl := workloadOf(t, client, ns, c.name)
+		got := map[string]int32{}
+		for _, ps := range wl.Spec.PodSets {
+			got[ps.Name] = ps.Count
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.podSets) {
+			t.Errorf("Workload %s has pod sets %v, want %v", c.name, got, c.podSets)
+		}
+		if f := conditionOfWorkload(wl, kueue.WorkloadFinished); f == nil || f.Status != metav1.ConditionTrue {
+			t.Errorf("Workload %s not Finished: %+v", c.name, f)
+		}
+		// PodsReady went True while every replica ran, and stays so once the job ended.
+		if r := conditionOfWorkload(wl, kueue.WorkloadPodsReady); r == nil || r.Status != metav1.ConditionTrue {
+			t.Errorf("Workload %s: PodsReady %+v, want True", c.name, r)
+		}
+	}
+	xgbWl := workloadOf(t, client, ns, "xgboosttrainingjob-xgb")
+	if xgbWl.Spec.QueueName != queue || xgbWl.Spec.Priority == nil || *xgbWl.Spec.Priority != 50 {
+		t.Errorf("the XGBoost job's Workload: queue %q priority %v, want %s and 50 from t9kScheduler", xgbWl.Spec.QueueName, xgbWl.Spec.Priority, queue)
+	}
+	pods, err := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: batch.LabelJobName + "=xgb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.SchedulerName == batch.T9kSchedulerName {
+			t.Errorf("pod %s asks for T9k Scheduler though Kueue queued its job", p.Name)
+		}
+	}
+}

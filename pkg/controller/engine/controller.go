@@ -239,7 +239,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		}
 		return 0, err
 	}
-	c.recordQueue(job, plan.Queue, d, wasWaiting)
+	c.recordQueue(job, plan.Queue, d, wasWaiting, workload)
 	if workload != nil && !slices.Contains(d.DeleteObjects, metav1.Object(workload)) {
 		if err := c.syncWorkloadStatus(ctx, job, workload, d, children.Pods); err != nil {
 			return 0, err

@@ -152,13 +152,13 @@ func (c *Controller) syncWorkloadStatus(ctx context.Context, job Job, wl *kueue.
 // recordQueue says in events what the queue did to the job in this sync: admitted it (its
 // pods are created) or evicted it (its pods are deleted), or that it cannot queue it. was is
 // the reason of the job's Running condition before the sync.
-func (c *Controller) recordQueue(job Job, q *Queue, d *Decision, was string) {
+func (c *Controller) recordQueue(job Job, q *Queue, d *Decision, was string, wl *kueue.Workload) {
 	switch {
 	case q == nil:
 	case q.Reason == reasonKueueNotInstalled && was != reasonKueueNotInstalled:
 		c.recorder.Event(job, corev1.EventTypeWarning, q.Reason, q.Message)
 	case q.Admitted && len(d.CreatePods) > 0 && queueReason(was):
-		c.recorder.Event(job, corev1.EventTypeNormal, "Admitted", "Kueue admitted the job: its replicas are created.")
+		c.recorder.Eventf(job, corev1.EventTypeNormal, "Admitted", "Kueue admitted the job to ClusterQueue %s: its replicas are created", wl.Status.Admission.ClusterQueue)
 	case (q.Reason == reasonEvicted || q.Reason == reasonPreempted) && len(d.DeletePods) > 0:
 		c.recorder.Event(job, corev1.EventTypeWarning, q.Reason, q.Message)
 	}

@@ -260,6 +260,9 @@ func TestQueuedJobWaitsForAdmission(t *testing.T) {
 	if len(pods) != 3 {
 		t.Fatalf("%d pods once admitted, want all 3", len(pods))
 	}
+	if events := drain(s.events); !strings.Contains(events, "Normal Admitted Kueue admitted the job to ClusterQueue cq") {
+		t.Errorf("no Admitted event naming the ClusterQueue; events:\n%s", events)
+	}
 	for _, p := range pods {
 		want := "gpu"
 		if p.Labels[batch.LabelReplicaType] == "ps" {

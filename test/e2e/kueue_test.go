@@ -253,9 +253,7 @@ func TestKueueQuotaFitsOneJob(t *testing.T) {
 	if n := pods.mostOf(second.Name); n != 0 {
 		t.Fatalf("the second job had %d pods while the first ran (%s): a queued job must have none", n, done.Status.Phase)
 	}
-	if c := conditionOfWorkload(workloadOf(t, client, ns, "genericjob-first"), kueue.WorkloadFinished); c == nil || c.Status != metav1.ConditionTrue {
-		t.Errorf("the first job's Workload is not Finished: %+v", c)
-	}
+	waitWorkloadFinished(t, client, ns, "genericjob-first")
 	waitJob(t, ns, second.Name, "running", func(j *batch.GenericJob) bool {
 		return j.Status.Phase == batch.JobRunning || j.Status.Phase == batch.JobSucceeded
 	})
@@ -263,6 +261,23 @@ func TestKueueQuotaFitsOneJob(t *testing.T) {
 		t.Errorf("the second job ran with at most %d pods at once, want all 4", n)
 	}
 	waitJob(t, ns, second.Name, "succeeded", inPhase(batch.JobSucceeded))
+}
+
+// waitWorkloadFinished waits until a Workload says Finished: the controller writes it just
+// after the job's final status.
+func waitWorkloadFinished(t *testing.T, client kueueclient.Interface, ns, name string) *kueue.Workload {
+	t.Helper()
+	var wl *kueue.Workload
+	waitFor(t, "Workload "+name+" Finished", jobTimeout, func(ctx context.Context) (bool, error) {
+		var err error
+		wl, err = client.KueueV1beta2().Workloads(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		c := conditionOfWorkload(wl, kueue.WorkloadFinished)
+		return c != nil && c.Status == metav1.ConditionTrue, nil
+	})
+	return wl
 }
 
 func conditionOfWorkload(wl *kueue.Workload, t string) *metav1.Condition {
@@ -458,16 +473,13 @@ func TestKueueEveryKind(t *testing.T) {
 
 	for _, c := range checks {
 		waitStatus(t, c.name+" succeeded", c.finished, func(s *batch.JobStatus) bool { return s.Phase == batch.JobSucceeded })
-		wl := workloadOf(t, client, ns, c.name)
+		wl := waitWorkloadFinished(t, client, ns, c.name)
 		got := map[string]int32{}
 		for _, ps := range wl.Spec.PodSets {
 			got[ps.Name] = ps.Count
 		}
 		if fmt.Sprint(got) != fmt.Sprint(c.podSets) {
 			t.Errorf("Workload %s has pod sets %v, want %v", c.name, got, c.podSets)
-		}
-		if f := conditionOfWorkload(wl, kueue.WorkloadFinished); f == nil || f.Status != metav1.ConditionTrue {
-			t.Errorf("Workload %s not Finished: %+v", c.name, f)
 		}
 		// PodsReady went True while every replica ran, and stays so once the job ended.
 		if r := conditionOfWorkload(wl, kueue.WorkloadPodsReady); r == nil || r.Status != metav1.ConditionTrue {

@@ -47,8 +47,9 @@ type Queue struct {
 	// replica type.
 	Admitted bool
 	PodSets  map[string]PodSetAdmission
-	// Reason and Message say why the job does not run, while it is not admitted.
-	Reason, Message string
+	// Reason and Message say why the job does not run, while it is not admitted;
+	// EvictionReason is Kueue's own, when it evicted the job.
+	Reason, Message, EvictionReason string
 }
 
 // PodSetAdmission is what an admission adds to the pods of one replica type: the node labels
@@ -193,7 +194,8 @@ func (c *Controller) queueState(q *queueRequest, wl *kueue.Workload) (*Queue, er
 		if ev.Reason == "Preempted" {
 			reason = reasonPreempted
 		}
-		return &Queue{Reason: reason, Message: fmt.Sprintf("Kueue evicted the job (%s): %s It waits to be admitted again.", ev.Reason, sentence(ev.Message))}, nil
+		return &Queue{Reason: reason, EvictionReason: ev.Reason,
+			Message: fmt.Sprintf("Kueue evicted the job (%s): %s It waits to be admitted again.", ev.Reason, sentence(ev.Message))}, nil
 	}
 	if meta.IsStatusConditionTrue(conds, kueue.WorkloadAdmitted) && wl.Status.Admission != nil {
 		podSets, err := c.admitted(wl)

@@ -13,6 +13,7 @@ import (
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
 )
 
 // What the job's controller tells Kueue through its Workload's status, as Kueue's own job
@@ -161,6 +162,9 @@ func (c *Controller) recordQueue(job Job, q *Queue, d *Decision, was string, wl 
 		c.recorder.Eventf(job, corev1.EventTypeNormal, "Admitted", "Kueue admitted the job to ClusterQueue %s: its replicas are created", wl.Status.Admission.ClusterQueue)
 	case (q.Reason == reasonEvicted || q.Reason == reasonPreempted) && len(d.DeletePods) > 0:
 		c.recorder.Event(job, corev1.EventTypeWarning, q.Reason, q.Message)
+		if !queueReason(was) { // the first sync of this eviction: once per eviction
+			metrics.QueueEvictions.WithLabelValues(c.kind, q.EvictionReason).Inc()
+		}
 	}
 }
 

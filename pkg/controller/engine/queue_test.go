@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -22,6 +23,7 @@ import (
 	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
 	kueuefake "github.com/t9k-jobs/t9k-jobs/pkg/client/kueue/clientset/versioned/fake"
 	kueueinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/kueue/informers/externalversions"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
 )
 
 // queueTest is a controller of one GenericJob of two replica types (2 workers, 1 ps) with a
@@ -309,6 +311,7 @@ func TestEvictedJobStopsAndRequeues(t *testing.T) {
 		t.Fatalf("PodsReady %+v once every pod runs, want True", c)
 	}
 
+	evictionsBefore := testutil.ToFloat64(metrics.QueueEvictions.WithLabelValues("GenericJob", "Preempted"))
 	s.kueueDecides(t, func(wl *kueue.Workload) {
 		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "Preempted",
 			Message: "Preempted to accommodate a workload (UID: x) due to prioritization in the ClusterQueue"})
@@ -329,6 +332,9 @@ func TestEvictedJobStopsAndRequeues(t *testing.T) {
 	}
 	if !strings.Contains(drain(s.events), "Warning Preempted") {
 		t.Error("no Preempted event")
+	}
+	if n := testutil.ToFloat64(metrics.QueueEvictions.WithLabelValues("GenericJob", "Preempted")); n != evictionsBefore+1 {
+		t.Errorf("t9k_job_queue_evictions_total{reason=Preempted} moved by %v, want 1", n-evictionsBefore)
 	}
 
 	s.step(t) // the pods are gone: the admission goes back

@@ -54,6 +54,13 @@ var (
 		Help: "Replica restarts carried out by the controller, by kind of job.",
 	}, []string{"kind"})
 
+	// QueueEvictions counts the times Kueue evicted a running job and the controller stopped
+	// it, by kind and Kueue's reason (Preempted, PodsReadyTimeout, ...).
+	QueueEvictions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "t9k_job_queue_evictions_total",
+		Help: "Jobs stopped because Kueue evicted them, by kind of job and the eviction's reason.",
+	}, []string{"kind", "reason"})
+
 	// APIRequests counts the controller's requests to the API server by verb, resource and
 	// status code; it tells how many writes a job costs.
 	APIRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -63,7 +70,7 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(PhaseTransitions, SyncDuration, ChildrenCreated, ChildrenUpdated, ChildrenDeleted, Restarts, APIRequests,
+	Registry.MustRegister(PhaseTransitions, SyncDuration, ChildrenCreated, ChildrenUpdated, ChildrenDeleted, Restarts, QueueEvictions, APIRequests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWorkqueueMetrics()
 	registerRESTClientMetrics()

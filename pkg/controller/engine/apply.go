@@ -85,18 +85,20 @@ func phaseOf(s *batch.JobStatus) batch.JobPhase {
 // or a child's name is held by another object. If that happens to a running job, its
 // unfinished replicas stop, as at any failure, and its replicas' Services go.
 func (c *Controller) fail(ctx context.Context, key string, job Job, reason string, cause error) error {
-	if Finished(job.JobStatus()) {
-		return nil
+	if !Finished(job.JobStatus()) {
+		c.recorder.Event(job, corev1.EventTypeWarning, reason, cause.Error())
+		if err := c.writeStatus(ctx, key, job, FailedStatus(job, reason, cause.Error(), c.now()), nil); err != nil {
+			return err
+		}
+		children, err := c.children(job)
+		if err != nil {
+			return err
+		}
+		if err := c.deleteAll(ctx, key, job, cleanUp(&Plan{CleanUp: batch.CleanUpUnfinished}, children.Pods, nil), replicaServices(children.Objects)); err != nil {
+			return err
+		}
 	}
-	c.recorder.Event(job, corev1.EventTypeWarning, reason, cause.Error())
-	if err := c.writeStatus(ctx, key, job, FailedStatus(job, reason, cause.Error(), c.now()), nil); err != nil {
-		return err
-	}
-	children, err := c.children(job)
-	if err != nil {
-		return err
-	}
-	return c.deleteAll(ctx, key, job, cleanUp(&Plan{CleanUp: batch.CleanUpUnfinished}, children.Pods, nil), replicaServices(children.Objects))
+	return c.finishWorkload(ctx, job) // again on a later sync, should this write fail
 }
 
 // replicaServices are the live Services among objects that belong to a replica.

@@ -208,7 +208,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	logger := klog.FromContext(ctx).WithValues("kind", c.kind, "job", key)
 
 	if Finished(job.JobStatus()) && len(job.JobStatus().Tasks) == 0 {
-		return 0, nil // failed before anything was created: nothing left to do
+		// Failed before anything was created: nothing left to do but give back the quota
+		// of a queued job.
+		return 0, c.finishWorkload(ctx, job)
 	}
 	plan, err := c.adapter.Plan(job)
 	if err != nil {

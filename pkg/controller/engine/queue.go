@@ -303,6 +303,14 @@ func (c *Controller) enqueue(job Job, plan *Plan, children Children) (*kueue.Wor
 			maxPodSets, len(plan.Groups))}
 	}
 	wl := workloadOf(children.Objects)
+	if Finished(job.JobStatus()) {
+		// An ended job keeps its Workload as it is (Finished), whatever its queue, flavors or
+		// priority class became since.
+		if wl != nil {
+			plan.Objects = append(plan.Objects, Object{Kind: WorkloadKind, Name: wl.Name})
+		}
+		return wl, 0, nil
+	}
 	state, err := c.queueState(q, wl)
 	if err != nil {
 		return nil, 0, err

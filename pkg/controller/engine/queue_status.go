@@ -53,6 +53,8 @@ func workloadConditions(wl *kueue.Workload, d *Decision, pods []*corev1.Pod, now
 			}
 			if d.Outcome != nil && d.Outcome.Message != "" {
 				message = d.Outcome.Message
+			} else if m := endMessage(d.Status); m != "" {
+				message = m // ended in an earlier sync, or failed as written
 			}
 			set(metav1.Condition{Type: kueue.WorkloadFinished, Status: metav1.ConditionTrue, Reason: reason, Message: message})
 		}
@@ -175,4 +177,31 @@ func queueReason(reason string) bool {
 		return true
 	}
 	return false
+}
+
+// endMessage is what an ended job's Completed or Failed condition says.
+func endMessage(s *batch.JobStatus) string {
+	for _, t := range []batch.JobConditionType{batch.JobConditionFailed, batch.JobCompleted} {
+		if c := conditionOf(s, t); c.Status == corev1.ConditionTrue {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// finishWorkload tells Kueue that a job that ended outside a decision (it failed as written)
+// is finished, so that its quota is released.
+func (c *Controller) finishWorkload(ctx context.Context, job Job) error {
+	if c.clients.Kueue == nil {
+		return nil
+	}
+	children, err := c.children(job)
+	if err != nil {
+		return err
+	}
+	wl := workloadOf(children.Objects)
+	if wl == nil {
+		return nil
+	}
+	return c.syncWorkloadStatus(ctx, job, wl, &Decision{Status: job.JobStatus()}, children.Pods)
 }

@@ -485,9 +485,15 @@ func TestTooManyTypesForKueueFails(t *testing.T) {
 type planOverride struct {
 	Adapter
 	plan func() *Plan
+	err  error
 }
 
-func (p *planOverride) Plan(Job) (*Plan, error) { return p.plan(), nil }
+func (p *planOverride) Plan(Job) (*Plan, error) {
+	if p.err != nil {
+		return nil, p.err
+	}
+	return p.plan(), nil
+}
 
 func drain(r *record.FakeRecorder) string {
 	var out []string
@@ -498,5 +504,23 @@ func drain(r *record.FakeRecorder) string {
 		default:
 			return strings.Join(out, "\n")
 		}
+	}
+}
+
+// A queued job that fails as written (its spec edited into one that cannot run) gives its
+// quota back: its Workload is marked Finished.
+func TestInvalidJobFinishesItsWorkload(t *testing.T) {
+	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Options{}, flavors...)
+	s.step(t)
+	s.kueueDecides(t, admit)
+	s.step(t)
+	s.c.adapter = &planOverride{Adapter: s.c.adapter, err: fmt.Errorf("spec.replicaSpecs[0]: cannot run")}
+	s.step(t)
+	if job := s.job(t); job.Status.Phase != batch.JobFailed {
+		t.Fatalf("phase %s, want Failed", job.Status.Phase)
+	}
+	c := meta.FindStatusCondition(s.workload(t).Status.Conditions, kueue.WorkloadFinished)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Failed" || !strings.Contains(c.Message, "cannot run") {
+		t.Fatalf("Finished %+v, want True, Failed, with the job's message", c)
 	}
 }

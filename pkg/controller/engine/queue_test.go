@@ -207,6 +207,16 @@ func admit(wl *kueue.Workload) {
 	meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionFalse, Reason: "QuotaReserved"})
 }
 
+// admittedJob is a queued job that Kueue admitted, its pods created.
+func admittedJob(t *testing.T) *queueTest {
+	t.Helper()
+	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Options{}, flavors...)
+	s.step(t)
+	s.kueueDecides(t, admit)
+	s.step(t)
+	return s
+}
+
 func queuedJob(labels map[string]string) *batch.GenericJob {
 	job := testJob(batch.JobStatus{})
 	job.Labels = labels
@@ -298,10 +308,7 @@ func (s *queueTest) runAll(t *testing.T) {
 // An admitted job tells Kueue when every pod runs (PodsReady). Evicted, its pods go and the
 // job waits again, restarts untouched; once they are gone the admission is handed back.
 func TestEvictedJobStopsAndRequeues(t *testing.T) {
-	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Options{}, flavors...)
-	s.step(t)
-	s.kueueDecides(t, admit)
-	s.step(t)
+	s := admittedJob(t)
 	s.runAll(t)
 	s.step(t)
 	if job := s.job(t); job.Status.Phase != batch.JobRunning {
@@ -356,10 +363,7 @@ func TestEvictedJobStopsAndRequeues(t *testing.T) {
 
 // A job that ends marks its Workload Finished, which releases its quota.
 func TestFinishedJobFinishesItsWorkload(t *testing.T) {
-	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Options{}, flavors...)
-	s.step(t)
-	s.kueueDecides(t, admit)
-	s.step(t)
+	s := admittedJob(t)
 	for _, p := range s.pods(t) {
 		p.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{Name: "main",
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, FinishedAt: metav1.NewTime(now)}}}}}
@@ -444,10 +448,7 @@ func TestMissingPriorityClassWaits(t *testing.T) {
 
 // A paused job hands its quota back: its Workload goes, and comes back on resume.
 func TestPausedQueuedJobDeletesItsWorkload(t *testing.T) {
-	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Options{}, flavors...)
-	s.step(t)
-	s.kueueDecides(t, admit)
-	s.step(t)
+	s := admittedJob(t)
 	job := s.job(t)
 	job.Spec.RunMode = &batch.RunMode{Pause: &batch.PauseMode{Enabled: true}}
 	if _, err := s.jobs.BatchV1beta1().GenericJobs("ns").Update(context.Background(), job, metav1.UpdateOptions{}); err != nil {
@@ -510,10 +511,7 @@ func drain(r *record.FakeRecorder) string {
 // A queued job that fails as written (its spec edited into one that cannot run) gives its
 // quota back: its Workload is marked Finished.
 func TestInvalidJobFinishesItsWorkload(t *testing.T) {
-	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Options{}, flavors...)
-	s.step(t)
-	s.kueueDecides(t, admit)
-	s.step(t)
+	s := admittedJob(t)
 	s.c.adapter = &planOverride{Adapter: s.c.adapter, err: fmt.Errorf("spec.replicaSpecs[0]: cannot run")}
 	s.step(t)
 	if job := s.job(t); job.Status.Phase != batch.JobFailed {

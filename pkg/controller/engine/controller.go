@@ -232,7 +232,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if d.BuildErr != nil {
 		return 0, d.BuildErr
 	}
-	d.RequeueAfter = minPositive(d.RequeueAfter, queueRetry)
+	if queueRetry > 0 {
+		d.RequeueAfter = minPositive(d.RequeueAfter, queueRetry)
+	}
 	wasWaiting := conditionOf(job.JobStatus(), batch.JobConditionRunning).Reason // apply writes the new status into job
 	if err := c.apply(ctx, key, job, d); err != nil {
 		var taken *NameTakenError

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
@@ -139,5 +141,25 @@ func TestUnmetExpectationsComeBack(t *testing.T) {
 	}
 	if n := created(s.c); n != 1 {
 		t.Errorf("created %d pods after the expectations expired, want 1", n)
+	}
+}
+
+// A sync that leaves a restart waiting for its backoff asks to come back when it is due:
+// nothing else would bring the job back.
+func TestSyncComesBackForARestartBackoff(t *testing.T) {
+	running := replicaStatus("job-worker-0", "pod-uid", batch.ReplicaRunning, 1)
+	s := newStallTest(t, testJob(statusWith(batch.JobRunning, running)))
+	s.c.adapter = &planOverride{Adapter: s.c.adapter, plan: func() *Plan {
+		return &Plan{Groups: []Group{workers(1, batch.RestartOnFailure, nil)}, Judge: allSucceed}
+	}}
+	failed := s.ownedPod(t, corev1.PodFailed)
+	failed.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.NewTime(now) // the second restart waits 1s from here
+	if err := s.c.caches[kindIndex(PodKind)].indexer.Update(failed); err != nil {
+		t.Fatal(err)
+	}
+	s.c.noteEnd(failed)
+	wait, err := s.c.sync(context.Background(), "ns/job")
+	if err != nil || wait <= 0 || wait > restartBackoff(1) {
+		t.Fatalf("sync returned %s, %v: want to come back within the %s backoff", wait, err, restartBackoff(1))
 	}
 }

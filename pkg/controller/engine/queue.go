@@ -144,9 +144,14 @@ func newQueueListers(f kueueinformers.SharedInformerFactory) *queueListers {
 // workloadObject is the plan's Workload: a pod set per replica type, as many pods as it has
 // replicas, from the type's template. What only a pod of a rank has (its name, its rank's
 // environment) does not change what it asks of the cluster.
-func (c *Controller) workloadObject(job Job, plan *Plan, q *queueRequest) (Object, error) {
+//
+// A priority class's value is read when the Workload is made, as Kueue's integrations do: a
+// later change of the class, or its deletion, leaves the Workload as it is.
+func (c *Controller) workloadObject(job Job, plan *Plan, q *queueRequest, current *kueue.Workload) (Object, error) {
 	spec := kueue.WorkloadSpec{QueueName: q.localQueue, Priority: q.priority}
-	if q.priorityClass != "" {
+	if ref := current; q.priorityClass != "" && ref != nil && ref.Spec.PriorityClassRef != nil && ref.Spec.PriorityClassRef.Name == q.priorityClass {
+		spec.PriorityClassRef, spec.Priority = ref.Spec.PriorityClassRef.DeepCopy(), ref.Spec.Priority
+	} else if q.priorityClass != "" {
 		class, err := c.queues.priorities.Get(q.priorityClass)
 		if err != nil {
 			if apierrors.IsNotFound(err) {
@@ -319,7 +324,7 @@ func (c *Controller) enqueue(job Job, plan *Plan, children Children) (*kueue.Wor
 	if c.queues == nil || plan.Paused {
 		return wl, 0, nil
 	}
-	obj, err := c.workloadObject(job, plan, q)
+	obj, err := c.workloadObject(job, plan, q, wl)
 	var wait *waitError
 	switch {
 	case errors.As(err, &wait):

@@ -37,6 +37,8 @@ type queueTest struct {
 	events *record.FakeRecorder
 	clock  *clocktesting.FakeClock
 	jobKey string
+	// cluster is the informer factory of the cluster-wide Kueue objects (flavors, classes).
+	cluster kueueinformers.SharedInformerFactory
 }
 
 func cpuTemplate(int32) corev1.PodTemplateSpec {
@@ -73,6 +75,7 @@ func newQueueTest(t *testing.T, job *batch.GenericJob, withKueue bool, options O
 		clients.Kueue = s.kueue
 		children.Kueue = kueueinformers.NewSharedInformerFactory(s.kueue, 0)
 		children.KueueCluster = kueueinformers.NewSharedInformerFactory(s.kueue, 0)
+		s.cluster = children.KueueCluster
 		for _, o := range clusterObjs {
 			var err error
 			switch o := o.(type) {
@@ -520,5 +523,31 @@ func TestInvalidJobFinishesItsWorkload(t *testing.T) {
 	c := meta.FindStatusCondition(s.workload(t).Status.Conditions, kueue.WorkloadFinished)
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Failed" || !strings.Contains(c.Message, "cannot run") {
 		t.Fatalf("Finished %+v, want True, Failed, with the job's message", c)
+	}
+}
+
+// The priority class's value is taken when the Workload is made: the class deleted later
+// leaves the Workload, and the job running, as they are.
+func TestPriorityClassIsReadOnce(t *testing.T) {
+	class := &kueue.WorkloadPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "urgent"}, Value: 1000}
+	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a", kueue.LabelPriorityClass: "urgent"}), true, Options{},
+		append([]metav1.Object{class}, flavors...)...)
+	s.step(t)
+	s.kueueDecides(t, admit)
+	s.step(t)
+	if err := s.cluster.Kueue().V1beta2().WorkloadPriorityClasses().Informer().GetIndexer().Delete(class); err != nil {
+		t.Fatal(err)
+	}
+	s.step(t)
+	for _, a := range s.kueue.Actions() {
+		if a.GetVerb() == "delete" {
+			t.Fatalf("the Workload was deleted once its priority class was: %v", a)
+		}
+	}
+	if wl := s.workload(t); *wl.Spec.Priority != 1000 {
+		t.Fatalf("the Workload's priority is %d once its class was deleted, want 1000 still", *wl.Spec.Priority)
+	}
+	if n := len(s.pods(t)); n != 3 {
+		t.Fatalf("%d pods once the class was deleted, want the 3 the job had", n)
 	}
 }

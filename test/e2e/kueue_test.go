@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -498,5 +500,75 @@ func TestKueueEveryKind(t *testing.T) {
 		if p.Spec.SchedulerName == batch.T9kSchedulerName {
 			t.Errorf("pod %s asks for T9k Scheduler though Kueue queued its job", p.Name)
 		}
+	}
+}
+
+// TestKueueFlavorPlacesPods: the flavor Kueue assigns decides where the pods go: its node
+// labels become their node selector, its tolerations theirs, and they land on the one node
+// that has the labels.
+func TestKueueFlavorPlacesPods(t *testing.T) {
+	useKueue(t)
+	ns := namespace(t)
+	const node = "kwok-node-2"
+	labelKey := "e2e.t9k/pool"
+	setNodeLabel(t, node, labelKey, ns)
+	t.Cleanup(func() { setNodeLabel(t, node, labelKey, "") })
+	createKueueObjects(t, fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata:
+  name: %[1]s
+spec:
+  nodeLabels:
+    %[2]s: %[1]s
+  tolerations:
+  - {key: %[2]s, operator: Exists, effect: NoSchedule}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: %[1]s
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: %[1]s
+      resources:
+      - {name: cpu, nominalQuota: "8"}
+      - {name: memory, nominalQuota: 100Gi}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  name: %[1]s
+  namespace: %[1]s
+spec:
+  clusterQueue: %[1]s`, ns, labelKey))
+	job := queuedJob("placed", ns, 3, "2s")
+	createJob(t, ns, job)
+	waitJob(t, ns, job.Name, "running", inPhase(batch.JobRunning))
+	pods, err := env.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 3 {
+		t.Fatalf("%d pods (%v), want 3", len(pods.Items), err)
+	}
+	for _, p := range pods.Items {
+		tolerated := slices.ContainsFunc(p.Spec.Tolerations, func(tol corev1.Toleration) bool { return tol.Key == labelKey })
+		if p.Spec.NodeSelector[labelKey] != ns || !tolerated || p.Spec.NodeName != node {
+			t.Errorf("pod %s: node selector %v, tolerations %v, on node %q: want the flavor's label and toleration, on %s",
+				p.Name, p.Spec.NodeSelector, p.Spec.Tolerations, p.Spec.NodeName, node)
+		}
+	}
+	waitJob(t, ns, job.Name, "succeeded", inPhase(batch.JobSucceeded))
+}
+
+// setNodeLabel sets a node's label (value "": removes it).
+func setNodeLabel(t *testing.T, node, key, value string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, key, value)
+	if value == "" {
+		patch = fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, key)
+	}
+	if _, err := env.kube.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }

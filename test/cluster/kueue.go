@@ -87,6 +87,9 @@ type KueueOptions struct {
 	// BinDir holds the kueue binary and kueue-config/, Kueue's CRDs and webhook manifests
 	// (hack/lib/tools.sh copies them there); the cluster's BinDir when empty.
 	BinDir string
+	// PodsReadyTimeout is Kueue's waitForPodsReady timeout: an admitted job whose pods are
+	// not all ready by then is evicted (5m when zero).
+	PodsReadyTimeout time.Duration
 }
 
 // kueueSetup is what StartKueue's steps share.
@@ -156,7 +159,10 @@ func (c *Cluster) StartKueue(ctx context.Context, opts KueueOptions) (err error)
 	if err := k.registerWebhooks(ctx); err != nil {
 		return err
 	}
-	config, err := k.writeConfig(ports[1])
+	if opts.PodsReadyTimeout == 0 {
+		opts.PodsReadyTimeout = 5 * time.Minute
+	}
+	config, err := k.writeConfig(ports[1], opts.PodsReadyTimeout)
 	if err != nil {
 		return err
 	}
@@ -428,7 +434,7 @@ func (k *kueueSetup) clientConfig(rules []admissionv1.RuleWithOperations, config
 // to be ready evicts a workload whose pods are not all ready 5 minutes after admission, and
 // does not hold back other admissions meanwhile. VisibilityOnDemand is off: it serves an
 // aggregated API that would need an APIService and a fixed port.
-func (k *kueueSetup) writeConfig(metricsPort int) (string, error) {
+func (k *kueueSetup) writeConfig(metricsPort int, podsReadyTimeout time.Duration) (string, error) {
 	path := filepath.Join(k.dir, "config.yaml")
 	config := fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
@@ -452,7 +458,7 @@ clientConnection:
   burst: 400
 manageJobsWithoutQueueName: false
 waitForPodsReady:
-  timeout: 5m
+  timeout: %s
   blockAdmission: false
 integrations:
   frameworks:
@@ -462,7 +468,7 @@ integrations:
 featureGates:
   VisibilityOnDemand: false
 `, KueueNamespace, k.webhookPort, filepath.Join(k.dir, "certs"), metricsPort, k.healthPort,
-		kueueWebhookService, kueueWebhookSecret, strings.Join(kueueFrameworks, "\n  - "))
+		kueueWebhookService, kueueWebhookSecret, podsReadyTimeout, strings.Join(kueueFrameworks, "\n  - "))
 	return path, os.WriteFile(path, []byte(config), 0o644)
 }
 

@@ -3,10 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -28,6 +31,9 @@ import (
 // tests before these ran as on a cluster without it; the first test here shows a queued job
 // waiting for Kueue, then starts Kueue (and restarts the controller, which looks for Kueue's
 // API at start, with --scheduler=kueue); the suite's later tests run with Kueue present.
+
+// podsReadyTimeout is the local Kueue's waitForPodsReady timeout.
+const podsReadyTimeout = 15 * time.Second
 
 var kueueState struct {
 	once    sync.Once
@@ -52,7 +58,9 @@ func useKueue(t *testing.T) kueueclient.Interface {
 				kueueState.err = fmt.Errorf("skip: the cluster under test does not serve Kueue's API")
 				return
 			}
-			if err := env.cluster.StartKueue(context.Background(), cluster.KueueOptions{}); err != nil {
+			// A short waitForPodsReady timeout, so that a test sees Kueue evict a job whose
+			// pods do not all start (only queued jobs are subject to it).
+			if err := env.cluster.StartKueue(context.Background(), cluster.KueueOptions{PodsReadyTimeout: podsReadyTimeout}); err != nil {
 				kueueState.err = err
 				return
 			}
@@ -570,5 +578,50 @@ func setNodeLabel(t *testing.T, node, key, value string) {
 	}
 	if _, err := env.kube.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestKueuePodsReadyTimeoutEvicts: all or nothing. An admitted job one of whose pods never
+// starts does not hold the others' resources: when Kueue's waitForPodsReady timeout passes
+// (the controller never reports PodsReady), Kueue evicts it, its pods go, it gives its
+// admission back and waits; /metrics counts the eviction.
+func TestKueuePodsReadyTimeoutEvicts(t *testing.T) {
+	if env.cluster == nil {
+		t.Skip("needs the local Kueue's short waitForPodsReady timeout")
+	}
+	client := useKueue(t)
+	ns := namespace(t)
+	queue := queueFor(t, ns, 4)
+	job := queuedJob("stuck", queue, 1, "")
+	delete(job.Spec.ReplicaSpecs[0].Template.Annotations, exitCodeAnnotation) // runs until deleted
+	stuck := replica("stuck", "trainer")
+	stuck.Template.Spec.NodeSelector = map[string]string{"e2e.t9k/no-such-node": "true"} // stays Pending
+	job.Spec.ReplicaSpecs = append(job.Spec.ReplicaSpecs, stuck)
+	createJob(t, ns, job)
+	waitFor(t, "both pods created, one of them running", jobTimeout, func(ctx context.Context) (bool, error) {
+		return len(podNames(t, ns)) == 2, nil
+	})
+	evicted := waitJob(t, ns, job.Name, "evicted for want of ready pods", func(j *batch.GenericJob) bool {
+		return runningReason(j) == "Evicted" && strings.Contains(conditionOf(j, batch.JobConditionRunning).Message, "PodsReadyTimeout")
+	})
+	if evicted.Status.Phase != batch.JobPending {
+		t.Errorf("evicted job's phase %s, want Pending", evicted.Status.Phase)
+	}
+	waitFor(t, "its pods gone and its admission handed back", podsReadyTimeout+jobTimeout, func(ctx context.Context) (bool, error) {
+		wl, err := client.KueueV1beta2().Workloads(ns).Get(ctx, "genericjob-stuck", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		reserved := conditionOfWorkload(wl, kueue.WorkloadQuotaReserved)
+		return len(podNames(t, ns)) == 0 && wl.Status.Admission == nil && reserved != nil && reserved.Status == metav1.ConditionFalse, nil
+	})
+	resp, err := http.Get(controller.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if want := `t9k_job_queue_evictions_total{kind="GenericJob",reason="PodsReadyTimeout"}`; !strings.Contains(string(body), want) {
+		t.Errorf("/metrics lacks %s", want)
 	}
 }

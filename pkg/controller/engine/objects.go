@@ -42,7 +42,7 @@ func (x *decider) objects(job Job, have []metav1.Object) error {
 		switch {
 		case cur != nil && cur.GetDeletionTimestamp() != nil:
 			continue // made again once it is gone
-		case x.finished:
+		case x.finished || o.Keep:
 			continue // an ended job keeps what it has, as it has it
 		}
 		built, err := buildObject(job, o, cur)
@@ -99,6 +99,9 @@ func buildObject(job Job, o Object, current metav1.Object) (metav1.Object, error
 	}
 	sum := sha256.Sum256(data)
 	annotations[AnnotationChildHash] = hex.EncodeToString(sum[:8])
+	if o.Unhashed != nil {
+		o.Unhashed(obj)
+	}
 	return obj, nil
 }
 

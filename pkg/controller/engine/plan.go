@@ -114,6 +114,13 @@ type Object struct {
 	// every sync: it must be cheap, and build the same from the same job and current object
 	// (what is made afresh, a key pair, only when there is no current object).
 	Build func(current metav1.Object) (metav1.Object, error)
+	// Unhashed, when set, completes a built object with what the hash leaves out: fields
+	// another controller owns once the object exists (Kueue rewrites a Workload's priority
+	// when its class changes), which must not make the engine change it.
+	Unhashed func(built metav1.Object)
+	// Keep keeps the existing object as it is while the plan lists it: not built, changed nor
+	// made (a Workload whose job's pods are still going).
+	Keep bool
 }
 
 // Group is one replica type.

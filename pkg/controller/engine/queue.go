@@ -145,24 +145,11 @@ func newQueueListers(f kueueinformers.SharedInformerFactory) *queueListers {
 // replicas, from the type's template. What only a pod of a rank has (its name, its rank's
 // environment) does not change what it asks of the cluster.
 //
-// A priority class's value is read when the Workload is made, as Kueue's integrations do: a
-// later change of the class, or its deletion, leaves the Workload as it is.
+// The priority is set when the Workload is made (current nil) and left out of its hash: from
+// then on Kueue owns it (it rewrites it when the class's value changes), as with its own
+// integrations. A missing priority class therefore only keeps a Workload from being made.
 func (c *Controller) workloadObject(job Job, plan *Plan, q *queueRequest, current *kueue.Workload) (Object, error) {
-	spec := kueue.WorkloadSpec{QueueName: q.localQueue, Priority: q.priority}
-	if ref := current; q.priorityClass != "" && ref != nil && ref.Spec.PriorityClassRef != nil && ref.Spec.PriorityClassRef.Name == q.priorityClass {
-		spec.PriorityClassRef, spec.Priority = ref.Spec.PriorityClassRef.DeepCopy(), ref.Spec.Priority
-	} else if q.priorityClass != "" {
-		class, err := c.queues.priorities.Get(q.priorityClass)
-		if err != nil {
-			if apierrors.IsNotFound(err) {
-				return Object{}, &waitError{reasonQueued, fmt.Sprintf("WorkloadPriorityClass %q (label %s) does not exist: create it, or change the label.", q.priorityClass, kueue.LabelPriorityClass)}
-			}
-			return Object{}, err
-		}
-		spec.PriorityClassRef = &kueue.PriorityClassRef{Group: kueue.GroupName, Kind: "WorkloadPriorityClass", Name: class.Name}
-		value := class.Value
-		spec.Priority = &value
-	}
+	spec := kueue.WorkloadSpec{QueueName: q.localQueue}
 	for _, g := range plan.Groups {
 		tmpl := g.Template(0)
 		spec.PodSets = append(spec.PodSets, kueue.PodSet{
@@ -171,9 +158,28 @@ func (c *Controller) workloadObject(job Job, plan *Plan, q *queueRequest, curren
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: tmpl.Labels, Annotations: tmpl.Annotations}, Spec: tmpl.Spec},
 		})
 	}
-	return Object{Kind: WorkloadKind, Name: WorkloadName(job), Build: func(metav1.Object) (metav1.Object, error) {
-		return &kueue.Workload{Spec: *spec.DeepCopy()}, nil
-	}}, nil
+	priority, ref := q.priority, (*kueue.PriorityClassRef)(nil)
+	if q.priorityClass != "" && current == nil {
+		class, err := c.queues.priorities.Get(q.priorityClass)
+		if err != nil {
+			if apierrors.IsNotFound(err) {
+				return Object{}, &waitError{reasonQueued, fmt.Sprintf("WorkloadPriorityClass %q (label %s) does not exist: create it, or change the label.", q.priorityClass, kueue.LabelPriorityClass)}
+			}
+			return Object{}, err
+		}
+		ref = &kueue.PriorityClassRef{Group: kueue.GroupName, Kind: "WorkloadPriorityClass", Name: class.Name}
+		value := class.Value
+		priority = &value
+	}
+	return Object{Kind: WorkloadKind, Name: WorkloadName(job),
+		Build: func(metav1.Object) (metav1.Object, error) {
+			return &kueue.Workload{Spec: *spec.DeepCopy()}, nil
+		},
+		Unhashed: func(built metav1.Object) {
+			wl := built.(*kueue.Workload)
+			wl.Spec.Priority, wl.Spec.PriorityClassRef = priority, ref
+		},
+	}, nil
 }
 
 // waitError is a reason a queued job cannot be queued yet that a person must fix: the job
@@ -312,7 +318,7 @@ func (c *Controller) enqueue(job Job, plan *Plan, children Children) (*kueue.Wor
 		// An ended job keeps its Workload as it is (Finished), whatever its queue, flavors or
 		// priority class became since.
 		if wl != nil {
-			plan.Objects = append(plan.Objects, Object{Kind: WorkloadKind, Name: wl.Name})
+			plan.Objects = append(plan.Objects, Object{Kind: WorkloadKind, Name: wl.Name, Keep: true})
 		}
 		return wl, 0, nil
 	}
@@ -321,7 +327,17 @@ func (c *Controller) enqueue(job Job, plan *Plan, children Children) (*kueue.Wor
 		return nil, 0, err
 	}
 	plan.Queue = state
-	if c.queues == nil || plan.Paused {
+	if c.queues == nil {
+		return wl, 0, nil
+	}
+	// A Workload goes only once the job's pods have: deleting it gives its quota back, which
+	// Kueue may then admit another job onto.
+	keep := Object{Kind: WorkloadKind, Name: WorkloadName(job), Keep: true}
+	running := anyActive(children.Pods, &Decision{})
+	if plan.Paused {
+		if wl != nil && running {
+			plan.Objects = append(plan.Objects, keep)
+		}
 		return wl, 0, nil
 	}
 	obj, err := c.workloadObject(job, plan, q, wl)
@@ -332,6 +348,21 @@ func (c *Controller) enqueue(job Job, plan *Plan, children Children) (*kueue.Wor
 		return wl, queueRetry, nil
 	case err != nil:
 		return nil, 0, err
+	}
+	if wl != nil {
+		// The job changed what its Workload holds (its replicas or templates): Kueue cannot
+		// change an admitted Workload, so the job stops, and its Workload is made again
+		// once its pods are gone.
+		built, err := buildObject(job, obj, wl)
+		if err != nil {
+			return nil, 0, err
+		}
+		if built.GetAnnotations()[AnnotationChildHash] != wl.Annotations[AnnotationChildHash] {
+			plan.Queue = &Queue{Reason: reasonQueued, Message: "The job's replicas changed: its Workload is made again once its pods are gone, and Kueue admits it anew."}
+			if running {
+				obj = keep
+			}
+		}
 	}
 	plan.Objects = append(plan.Objects, obj)
 	return wl, 0, nil

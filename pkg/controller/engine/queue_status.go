@@ -68,12 +68,16 @@ func workloadConditions(wl *kueue.Workload, d *Decision, pods []*corev1.Pod, now
 		if meta.FindStatusCondition(conds, kueue.WorkloadAdmitted) != nil {
 			set(metav1.Condition{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionFalse, Reason: "NoReservation", Message: "The workload has no reservation"})
 		}
-		if c := meta.FindStatusCondition(conds, kueue.WorkloadPodsReady); c != nil && c.Status == metav1.ConditionTrue {
-			set(metav1.Condition{Type: kueue.WorkloadPodsReady, Status: metav1.ConditionFalse, Reason: "WaitForStart", Message: podsNotReadyMessage})
+		if meta.FindStatusCondition(conds, kueue.WorkloadPodsReady) != nil {
+			set(waitForStart)
 		}
 		release = true
 	case meta.IsStatusConditionTrue(conds, kueue.WorkloadAdmitted):
-		set(podsReady(meta.FindStatusCondition(conds, kueue.WorkloadPodsReady), d.Status.Phase == batch.JobRunning))
+		set(podsReady(meta.FindStatusCondition(conds, kueue.WorkloadPodsReady), everyReplicaReady(d.Status, pods)))
+	case meta.FindStatusCondition(conds, kueue.WorkloadPodsReady) != nil:
+		// Not admitted (any more): a start after the next admission is a start, not a
+		// recovery, whatever the job went through before.
+		set(waitForStart)
 	}
 	if !changed && !release {
 		return nil, false
@@ -81,8 +85,26 @@ func workloadConditions(wl *kueue.Workload, d *Decision, pods []*corev1.Pod, now
 	return conds, release
 }
 
-// podsReady is the PodsReady condition of an admitted job whose replicas all run (ready) or
-// not; a job that ran and lost a replica waits for its recovery.
+// waitForStart is the PodsReady condition of a job that has not started since its admission.
+var waitForStart = metav1.Condition{Type: kueue.WorkloadPodsReady, Status: metav1.ConditionFalse, Reason: "WaitForStart", Message: podsNotReadyMessage}
+
+// everyReplicaReady reports whether every replica of the decision has a pod that is ready, or
+// has succeeded: what Kueue's waitForPodsReady waits for.
+func everyReplicaReady(s *batch.JobStatus, pods []*corev1.Pod) bool {
+	total, ready := 0, 0
+	for _, t := range s.Tasks {
+		total += len(t.Replicas)
+	}
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil && (podReady(p) || p.Status.Phase == corev1.PodSucceeded) {
+			ready++
+		}
+	}
+	return total > 0 && ready >= total
+}
+
+// podsReady is the PodsReady condition of an admitted job whose replicas are all ready or
+// not; a job that was ready and lost a replica waits for its recovery.
 func podsReady(cur *metav1.Condition, ready bool) metav1.Condition {
 	c := metav1.Condition{Type: kueue.WorkloadPodsReady}
 	switch {

@@ -449,22 +449,67 @@ func TestMissingPriorityClassWaits(t *testing.T) {
 	}
 }
 
-// A paused job hands its quota back: its Workload goes, and comes back on resume.
+// A paused job hands its quota back once its pods are gone: its Workload goes then, and
+// comes back on resume.
 func TestPausedQueuedJobDeletesItsWorkload(t *testing.T) {
 	s := admittedJob(t)
-	job := s.job(t)
-	job.Spec.RunMode = &batch.RunMode{Pause: &batch.PauseMode{Enabled: true}}
-	if _, err := s.jobs.BatchV1beta1().GenericJobs("ns").Update(context.Background(), job, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	s.runAll(t)
+	s.editSpec(t, func(job *batch.GenericJob) { job.Spec.RunMode = &batch.RunMode{Pause: &batch.PauseMode{Enabled: true}} })
+	s.step(t) // deletes the pods
+	if len(s.pods(t)) != 0 {
+		t.Fatalf("%d pods left by the pause", len(s.pods(t)))
 	}
-	s.refresh(t)
+	s.workload(t) // kept while the pods ran: their quota was in use
 	s.step(t)
 	if wls, _ := s.kueue.KueueV1beta2().Workloads("ns").List(context.Background(), metav1.ListOptions{}); len(wls.Items) != 0 {
-		t.Fatalf("a paused job keeps its Workload (and its quota)")
+		t.Fatalf("a paused job whose pods are gone keeps its Workload (and its quota)")
 	}
 	if got := s.job(t).Status.Phase; got != batch.JobPaused {
 		t.Fatalf("phase %s, want Paused", got)
 	}
+
+	s.editSpec(t, func(job *batch.GenericJob) { job.Spec.RunMode = nil })
+	s.step(t)
+	if wl := s.workload(t); len(wl.Spec.PodSets) != 2 || len(s.pods(t)) != 0 {
+		t.Fatalf("resumed: Workload %+v and %d pods, want a new Workload and no pod before its admission", wl.Spec, len(s.pods(t)))
+	}
+}
+
+// A running job whose replicas change stops, and is queued anew with a Workload that holds
+// the new replicas, once its pods are gone.
+func TestChangedQueuedJobIsQueuedAnew(t *testing.T) {
+	s := admittedJob(t)
+	s.runAll(t)
+	s.c.adapter = &planOverride{Adapter: s.c.adapter, plan: func() *Plan {
+		return &Plan{Groups: []Group{{Type: "worker", Replicas: 4, Restart: batch.RestartOnFailure, Template: cpuTemplate}}, Judge: allSucceed}
+	}}
+	s.step(t)
+	running := conditionOf(&s.job(t).Status, batch.JobConditionRunning)
+	if running.Reason != "Queued" || len(s.pods(t)) != 0 {
+		t.Fatalf("Running %+v and %d pods: want the job stopped and queued", running, len(s.pods(t)))
+	}
+	if wl := s.workload(t); len(wl.Spec.PodSets) != 2 {
+		t.Fatalf("the old Workload went before the pods were gone: %+v", wl.Spec)
+	}
+	s.step(t) // the pods are gone: the old Workload goes
+	s.step(t) // and the new one is made
+	if wl := s.workload(t); len(wl.Spec.PodSets) != 1 || wl.Spec.PodSets[0].Count != 4 || wl.Status.Admission != nil {
+		t.Fatalf("new Workload %+v, want one pod set of 4, not admitted", wl)
+	}
+	if len(s.pods(t)) != 0 {
+		t.Fatal("pods of a job waiting for its new admission")
+	}
+}
+
+// editSpec changes the job as a user would.
+func (s *queueTest) editSpec(t *testing.T, edit func(*batch.GenericJob)) {
+	t.Helper()
+	job := s.job(t)
+	edit(job)
+	if _, err := s.jobs.BatchV1beta1().GenericJobs("ns").Update(context.Background(), job, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.refresh(t)
 }
 
 // More replica types than a Workload has pod sets: the job fails, saying why.
@@ -549,5 +594,51 @@ func TestPriorityClassIsReadOnce(t *testing.T) {
 	}
 	if n := len(s.pods(t)); n != 3 {
 		t.Fatalf("%d pods once the class was deleted, want the 3 the job had", n)
+	}
+}
+
+// PodsReady follows the pods' readiness, as Kueue's waitForPodsReady counts it: a job that
+// loses a replica waits for its recovery, and recovers; once it is no longer admitted, its
+// next start is a start again.
+func TestPodsReadyFollowsReadiness(t *testing.T) {
+	s := admittedJob(t)
+	podsReady := func() metav1.Condition {
+		t.Helper()
+		c := meta.FindStatusCondition(s.workload(t).Status.Conditions, kueue.WorkloadPodsReady)
+		if c == nil {
+			t.Fatal("no PodsReady condition")
+		}
+		return *c
+	}
+	if c := podsReady(); c.Status != metav1.ConditionFalse || c.Reason != "WaitForStart" {
+		t.Fatalf("PodsReady %+v before the pods run, want False WaitForStart", c)
+	}
+	s.runAll(t)
+	s.step(t)
+	if c := podsReady(); c.Status != metav1.ConditionTrue || c.Reason != "Started" {
+		t.Fatalf("PodsReady %+v with every pod ready, want True Started", c)
+	}
+	worker := s.pods(t)[0]
+	worker.Status.Conditions[0].Status = corev1.ConditionFalse // running, no longer ready
+	if _, err := s.kube.CoreV1().Pods("ns").UpdateStatus(context.Background(), &worker, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.refresh(t)
+	s.step(t)
+	if c := podsReady(); c.Status != metav1.ConditionFalse || c.Reason != "WaitForRecovery" {
+		t.Fatalf("PodsReady %+v with a pod not ready, want False WaitForRecovery", c)
+	}
+	s.runAll(t)
+	s.step(t)
+	if c := podsReady(); c.Status != metav1.ConditionTrue || c.Reason != "Recovered" {
+		t.Fatalf("PodsReady %+v once ready again, want True Recovered", c)
+	}
+	s.kueueDecides(t, func(wl *kueue.Workload) {
+		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "Preempted", Message: "preempted"})
+	})
+	s.step(t)
+	s.step(t)
+	if c := podsReady(); c.Status != metav1.ConditionFalse || c.Reason != "WaitForStart" {
+		t.Fatalf("PodsReady %+v after the eviction, want False WaitForStart", c)
 	}
 }

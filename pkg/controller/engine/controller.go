@@ -244,7 +244,12 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		return 0, err
 	}
 	c.recordQueue(job, plan.Queue, d, wasWaiting, workload)
-	if workload != nil && !slices.Contains(d.DeleteObjects, metav1.Object(workload)) {
+	if workload != nil && workload.DeletionTimestamp == nil && !slices.Contains(d.DeleteObjects, metav1.Object(workload)) {
+		// One write of the Workload per sync: each is made on the resourceVersion seen, and
+		// its event brings the next sync.
+		if changed, err := c.syncWorkloadPriority(ctx, job, workload); changed || err != nil {
+			return d.RequeueAfter, err
+		}
 		if err := c.syncWorkloadStatus(ctx, job, workload, d, children.Pods); err != nil {
 			return 0, err
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -226,4 +227,38 @@ func (c *Controller) finishWorkload(ctx context.Context, job Job) error {
 		return nil
 	}
 	return c.syncWorkloadStatus(ctx, job, wl, &Decision{Status: job.JobStatus()}, children.Pods)
+}
+
+// syncWorkloadPriority follows a change of the job's priority-class label once its Workload
+// exists, as Kueue's integrations do: the Workload's priority is patched in place (Kueue
+// weighs it at the next admission or preemption). It reports whether it wrote. A class that
+// does not exist leaves the priority as it is, with a Warning event.
+func (c *Controller) syncWorkloadPriority(ctx context.Context, job Job, wl *kueue.Workload) (bool, error) {
+	name := job.GetLabels()[kueue.LabelPriorityClass]
+	if name == "" || c.queues == nil || Finished(job.JobStatus()) || (wl.Spec.PriorityClassRef != nil && wl.Spec.PriorityClassRef.Name == name) {
+		return false, nil
+	}
+	class, err := c.queues.priorities.Get(name)
+	if apierrors.IsNotFound(err) {
+		c.recorder.Eventf(job, corev1.EventTypeWarning, "PriorityClassNotFound", "WorkloadPriorityClass %q (label %s) does not exist: the job keeps its priority", name, kueue.LabelPriorityClass)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": wl.ResourceVersion},
+		"spec": map[string]any{
+			"priorityClassRef": kueue.PriorityClassRef{Group: kueue.GroupName, Kind: "WorkloadPriorityClass", Name: class.Name},
+			"priority":         class.Value,
+		},
+	})
+	if err != nil {
+		return false, err
+	}
+	if _, err := c.clients.Kueue.KueueV1beta2().Workloads(wl.Namespace).Patch(ctx, wl.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return false, fmt.Errorf("changing the priority of Workload %s: %w", wl.Name, err)
+	}
+	c.recorder.Eventf(job, corev1.EventTypeNormal, "PriorityChanged", "The job's priority is now WorkloadPriorityClass %s's, %d", class.Name, class.Value)
+	return true, nil
 }

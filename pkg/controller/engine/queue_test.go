@@ -114,6 +114,7 @@ func (s *queueTest) sync(t *testing.T) time.Duration {
 	}
 	if _, held := s.c.held.Load(s.jobKey); held {
 		s.clock.Step(wait)
+		s.refresh(t)
 		return s.sync(t)
 	}
 	return wait
@@ -480,6 +481,7 @@ func TestPausedQueuedJobDeletesItsWorkload(t *testing.T) {
 func TestChangedQueuedJobIsQueuedAnew(t *testing.T) {
 	s := admittedJob(t)
 	s.runAll(t)
+	s.step(t) // Running
 	s.c.adapter = &planOverride{Adapter: s.c.adapter, plan: func() *Plan {
 		return &Plan{Groups: []Group{{Type: "worker", Replicas: 4, Restart: batch.RestartOnFailure, Template: cpuTemplate}}, Judge: allSucceed}
 	}}
@@ -491,9 +493,15 @@ func TestChangedQueuedJobIsQueuedAnew(t *testing.T) {
 	if wl := s.workload(t); len(wl.Spec.PodSets) != 2 {
 		t.Fatalf("the old Workload went before the pods were gone: %+v", wl.Spec)
 	}
-	s.step(t) // the pods are gone: the old Workload goes
-	s.step(t) // and the new one is made
-	if wl := s.workload(t); len(wl.Spec.PodSets) != 1 || wl.Spec.PodSets[0].Count != 4 || wl.Status.Admission != nil {
+	// The pods are gone: the old Workload goes, and the new one is made.
+	var wl *kueue.Workload
+	for range 4 {
+		s.step(t)
+		if wl, _ = s.kueue.KueueV1beta2().Workloads("ns").Get(context.Background(), "genericjob-job", metav1.GetOptions{}); wl != nil && len(wl.Spec.PodSets) == 1 {
+			break
+		}
+	}
+	if wl == nil || len(wl.Spec.PodSets) != 1 || wl.Spec.PodSets[0].Count != 4 || wl.Status.Admission != nil {
 		t.Fatalf("new Workload %+v, want one pod set of 4, not admitted", wl)
 	}
 	if len(s.pods(t)) != 0 {
@@ -640,5 +648,34 @@ func TestPodsReadyFollowsReadiness(t *testing.T) {
 	s.step(t)
 	if c := podsReady(); c.Status != metav1.ConditionFalse || c.Reason != "WaitForStart" {
 		t.Fatalf("PodsReady %+v after the eviction, want False WaitForStart", c)
+	}
+}
+
+// Changing the priority-class label of a job whose Workload exists changes the Workload's
+// priority in place, as Kueue's integrations do: the running job keeps its pods.
+func TestPriorityClassLabelChangesThePriority(t *testing.T) {
+	low := &kueue.WorkloadPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "low"}, Value: 10}
+	high := &kueue.WorkloadPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000}
+	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a", kueue.LabelPriorityClass: "low"}), true, Options{},
+		append([]metav1.Object{low, high}, flavors...)...)
+	s.step(t)
+	s.kueueDecides(t, admit)
+	s.step(t)
+	s.editSpec(t, func(job *batch.GenericJob) { job.Labels[kueue.LabelPriorityClass] = "high" })
+	s.step(t)
+	wl := s.workload(t)
+	if wl.Spec.Priority == nil || *wl.Spec.Priority != 1000 || wl.Spec.PriorityClassRef == nil || wl.Spec.PriorityClassRef.Name != "high" {
+		t.Fatalf("Workload priority %v class %+v after the label changed, want 1000 from high", wl.Spec.Priority, wl.Spec.PriorityClassRef)
+	}
+	for _, a := range s.kueue.Actions() {
+		if a.GetVerb() == "delete" {
+			t.Fatalf("the Workload was replaced for a priority change: %v", a)
+		}
+	}
+	if n := len(s.pods(t)); n != 3 {
+		t.Fatalf("%d pods after the priority changed, want the job's 3", n)
+	}
+	if events := drain(s.events); !strings.Contains(events, "PriorityChanged") {
+		t.Errorf("no PriorityChanged event; events:\n%s", events)
 	}
 }

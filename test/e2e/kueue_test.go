@@ -111,9 +111,15 @@ func createKueueObjects(t *testing.T, manifests string) {
 	}
 }
 
-// queueFor makes a ClusterQueue of cpu CPUs (preempting lower priorities within it) and a
-// LocalQueue of the same name in ns.
+// queueFor makes a ClusterQueue of cpu CPUs of the default flavor (preempting lower
+// priorities within it) and a LocalQueue of the same name in ns.
 func queueFor(t *testing.T, ns string, cpu int) string {
+	t.Helper()
+	return queueOfFlavor(t, ns, cluster.KueueResourceFlavor, cpu)
+}
+
+// queueOfFlavor is queueFor with another ResourceFlavor.
+func queueOfFlavor(t *testing.T, ns, flavor string, cpu int) string {
 	t.Helper()
 	createKueueObjects(t, fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
@@ -137,7 +143,7 @@ metadata:
   name: %[1]s
   namespace: %[1]s
 spec:
-  clusterQueue: %[1]s`, ns, cluster.KueueResourceFlavor, cpu))
+  clusterQueue: %[1]s`, ns, flavor, cpu))
 	return ns
 }
 
@@ -529,29 +535,8 @@ spec:
   nodeLabels:
     %[2]s: %[1]s
   tolerations:
-  - {key: %[2]s, operator: Exists, effect: NoSchedule}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata:
-  name: %[1]s
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, memory]
-    flavors:
-    - name: %[1]s
-      resources:
-      - {name: cpu, nominalQuota: "8"}
-      - {name: memory, nominalQuota: 100Gi}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata:
-  name: %[1]s
-  namespace: %[1]s
-spec:
-  clusterQueue: %[1]s`, ns, labelKey))
+  - {key: %[2]s, operator: Exists, effect: NoSchedule}`, ns, labelKey))
+	queueOfFlavor(t, ns, ns, 8)
 	job := queuedJob("placed", ns, 3, "2s")
 	createJob(t, ns, job)
 	waitJob(t, ns, job.Name, "running", inPhase(batch.JobRunning))

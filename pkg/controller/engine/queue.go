@@ -301,9 +301,10 @@ type InvalidQueueError struct{ message string }
 
 func (e *InvalidQueueError) Error() string { return e.message }
 
-// enqueue puts a job that asks for a queue in it: the plan gets the queue's verdict and, but
-// while the job is paused (its quota handed back), the Workload among its objects. It returns
-// the job's Workload (nil: none yet) and how soon to look again (0: events will tell).
+// enqueue puts a job that asks for a queue in it: the plan gets the queue's verdict and the
+// Workload among its objects (none while the job is paused, once its pods are gone: its quota
+// is handed back). It returns the job's Workload (nil: none yet) and how soon to look again
+// (0: events will tell).
 func (c *Controller) enqueue(job Job, plan *Plan, children Children) (*kueue.Workload, time.Duration, error) {
 	q := c.queueRequest(job, plan)
 	if q == nil {

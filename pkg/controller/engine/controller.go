@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -243,16 +241,8 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		}
 		return 0, err
 	}
-	c.recordQueue(job, plan.Queue, d, wasWaiting, workload)
-	if workload != nil && workload.DeletionTimestamp == nil && !slices.Contains(d.DeleteObjects, metav1.Object(workload)) {
-		// One write of the Workload per sync: each is made on the resourceVersion seen, and
-		// its event brings the next sync.
-		if changed, err := c.syncWorkloadPriority(ctx, job, workload); changed || err != nil {
-			return d.RequeueAfter, err
-		}
-		if err := c.syncWorkloadStatus(ctx, job, workload, d, children.Pods); err != nil {
-			return 0, err
-		}
+	if err := c.tellQueue(ctx, job, plan.Queue, workload, d, children.Pods, wasWaiting); err != nil {
+		return 0, err
 	}
 	if Finished(d.Status) {
 		// A finished job restarts nothing: when its pods ended no longer matters, and

@@ -101,8 +101,7 @@ func (c *Controller) childUpdated(k *ChildKind, old, cur any) {
 		c.expect.UpdateObserved(expectKey(key, k), o.GetUID())
 	}
 	c.noteEnd(o)
-	// A Workload changes when Kueue decides about the job (admits, evicts it): no batching.
-	urgent := milestone(oldObj, o) || k.Kind == WorkloadKind
+	urgent := k.Urgent || milestone(oldObj, o)
 	if urgent {
 		c.lanes.mark(key)
 	}

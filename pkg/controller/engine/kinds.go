@@ -46,6 +46,9 @@ type ChildKind struct {
 	// again rather than updated (a Workload's pod sets cannot change once Kueue reserved
 	// quota for them).
 	ReplaceOnChange bool
+	// Urgent: a change of a child of this kind is another controller's decision about the job
+	// (Kueue admits or evicts it), and syncs the job at once, never batched.
+	Urgent bool
 	// Informer is the kind's shared informer in the factories of the project's children; nil
 	// when the kind's API is not served (its factory is nil): the kind is then not watched.
 	Informer func(Informers) cache.SharedIndexInformer
@@ -81,7 +84,7 @@ var childKinds = []ChildKind{
 	}, func(c Clients, ns string) client[*appsv1.Deployment] {
 		return c.Kube.AppsV1().Deployments(ns)
 	}),
-	replacedOnChange(childKind(WorkloadKind, kueue.GroupName, "workloads", false, func(f Informers) cache.SharedIndexInformer {
+	queueObject(childKind(WorkloadKind, kueue.GroupName, "workloads", false, func(f Informers) cache.SharedIndexInformer {
 		if f.Kueue == nil {
 			return nil
 		}
@@ -91,8 +94,10 @@ var childKinds = []ChildKind{
 	})),
 }
 
-func replacedOnChange(k ChildKind) ChildKind {
-	k.ReplaceOnChange = true
+// queueObject marks a kind as a queueing system's object for the job: replaced when it
+// changes, its changes urgent.
+func queueObject(k ChildKind) ChildKind {
+	k.ReplaceOnChange, k.Urgent = true, true
 	return k
 }
 

@@ -52,9 +52,10 @@ func (x *decider) objects(job Job, have []metav1.Object) error {
 		switch {
 		case cur == nil:
 			x.d.CreateObjects = append(x.d.CreateObjects, built)
-		case cur.GetAnnotations()[AnnotationChildHash] != built.GetAnnotations()[AnnotationChildHash] && kindOf(cur).ReplaceOnChange:
+		case !builtOtherwise(cur, built): // as the plan wants it
+		case kindOf(cur).ReplaceOnChange:
 			x.d.DeleteObjects = append(x.d.DeleteObjects, cur) // made again once it is gone
-		case cur.GetAnnotations()[AnnotationChildHash] != built.GetAnnotations()[AnnotationChildHash]:
+		default:
 			built.SetResourceVersion(cur.GetResourceVersion()) // as seen: a change since is not overwritten
 			built.SetUID(cur.GetUID())
 			x.d.UpdateObjects = append(x.d.UpdateObjects, built)
@@ -103,6 +104,11 @@ func buildObject(job Job, o Object, current metav1.Object) (metav1.Object, error
 		o.Unhashed(obj)
 	}
 	return obj, nil
+}
+
+// builtOtherwise reports whether the plan built something else than what cur was built from.
+func builtOtherwise(cur, built metav1.Object) bool {
+	return cur.GetAnnotations()[AnnotationChildHash] != built.GetAnnotations()[AnnotationChildHash]
 }
 
 func objectKey(kind ObjectKind, name string) string { return string(kind) + "/" + name }

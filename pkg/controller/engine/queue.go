@@ -334,7 +334,7 @@ func (c *Controller) enqueue(job Job, plan *Plan, children Children) (*kueue.Wor
 	// A Workload goes only once the job's pods have: deleting it gives its quota back, which
 	// Kueue may then admit another job onto.
 	keep := Object{Kind: WorkloadKind, Name: WorkloadName(job), Keep: true}
-	running := anyActive(children.Pods, &Decision{})
+	running := anyRunning(children.Pods)
 	if plan.Paused {
 		if wl != nil && running {
 			plan.Objects = append(plan.Objects, keep)
@@ -358,7 +358,7 @@ func (c *Controller) enqueue(job Job, plan *Plan, children Children) (*kueue.Wor
 		if err != nil {
 			return nil, 0, err
 		}
-		if built.GetAnnotations()[AnnotationChildHash] != wl.Annotations[AnnotationChildHash] {
+		if builtOtherwise(wl, built) {
 			plan.Queue = &Queue{Reason: reasonQueued, Message: "The job's replicas changed: its Workload is made again once its pods are gone, and Kueue admits it anew."}
 			if running {
 				obj = keep

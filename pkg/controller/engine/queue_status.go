@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,7 +61,7 @@ func workloadConditions(wl *kueue.Workload, d *Decision, pods []*corev1.Pod, now
 			set(metav1.Condition{Type: kueue.WorkloadFinished, Status: metav1.ConditionTrue, Reason: reason, Message: message})
 		}
 	case evicted != nil && evicted.Status == metav1.ConditionTrue:
-		if !meta.IsStatusConditionTrue(conds, kueue.WorkloadQuotaReserved) || anyActive(pods, d) {
+		if !meta.IsStatusConditionTrue(conds, kueue.WorkloadQuotaReserved) || len(d.CreatePods) > 0 || anyRunning(pods) {
 			break // handed back already, or pods still to go
 		}
 		requeued := evicted.Reason == "Preempted" || evicted.Reason == "NodeFailures"
@@ -129,28 +130,42 @@ func conditionStatus(b bool) metav1.ConditionStatus {
 	return metav1.ConditionFalse
 }
 
-// anyActive reports whether a pod of the job may still run after the decision: one not yet
-// gone that has not ended (one being deleted still runs until it is gone).
-func anyActive(pods []*corev1.Pod, d *Decision) bool {
-	if len(d.CreatePods) > 0 {
-		return true
-	}
-	for _, p := range pods {
-		if !podEnded(p) {
-			return true
-		}
-	}
-	return false
+// anyRunning reports whether a pod may still run: one not yet gone that has not ended (one
+// being deleted runs until it is gone).
+func anyRunning(pods []*corev1.Pod) bool {
+	return slices.ContainsFunc(pods, func(p *corev1.Pod) bool { return !podEnded(p) })
 }
 
-// syncWorkloadStatus writes what workloadConditions decided, as a merge patch of the
-// Workload's status as the decision saw it (its resourceVersion): the controller's copy of a
-// Workload lacks Kueue's other fields, so it is never written whole, and a change since is
-// not overwritten (the conflict retries the sync).
-func (c *Controller) syncWorkloadStatus(ctx context.Context, job Job, wl *kueue.Workload, d *Decision, pods []*corev1.Pod) error {
-	if wl == nil || wl.DeletionTimestamp != nil || c.clients.Kueue == nil {
+// patchWorkload sends a merge patch of a Workload as the sync saw it (its resourceVersion):
+// the controller's copy of a Workload lacks Kueue's other fields, so it is never written
+// whole, and a change since is not overwritten (the conflict retries the sync).
+func (c *Controller) patchWorkload(ctx context.Context, wl *kueue.Workload, fields map[string]any, subresources ...string) error {
+	fields["metadata"] = map[string]any{"resourceVersion": wl.ResourceVersion}
+	patch, err := json.Marshal(fields)
+	if err != nil {
+		return err
+	}
+	_, err = c.clients.Kueue.KueueV1beta2().Workloads(wl.Namespace).Patch(ctx, wl.Name, types.MergePatchType, patch, metav1.PatchOptions{}, subresources...)
+	return err
+}
+
+// tellQueue says, once a decision is carried out, what the queue should know: events for
+// what it did to the job, then the job's priority or the Workload's status. One write of the
+// Workload per sync: each is made on the resourceVersion seen, and its event brings the next
+// sync.
+func (c *Controller) tellQueue(ctx context.Context, job Job, q *Queue, wl *kueue.Workload, d *Decision, pods []*corev1.Pod, was string) error {
+	c.recordQueue(job, q, d, was, wl)
+	if wl == nil || wl.DeletionTimestamp != nil || slices.Contains(d.DeleteObjects, metav1.Object(wl)) {
 		return nil
 	}
+	if changed, err := c.syncWorkloadPriority(ctx, job, wl); changed || err != nil {
+		return err
+	}
+	return c.syncWorkloadStatus(ctx, job, wl, d, pods)
+}
+
+// syncWorkloadStatus writes what workloadConditions decided.
+func (c *Controller) syncWorkloadStatus(ctx context.Context, job Job, wl *kueue.Workload, d *Decision, pods []*corev1.Pod) error {
 	conds, release := workloadConditions(wl, d, pods, c.now())
 	if conds == nil {
 		return nil
@@ -159,14 +174,7 @@ func (c *Controller) syncWorkloadStatus(ctx context.Context, job Job, wl *kueue.
 	if release {
 		status["admission"] = nil
 	}
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": wl.ResourceVersion},
-		"status":   status,
-	})
-	if err != nil {
-		return err
-	}
-	if _, err := c.clients.Kueue.KueueV1beta2().Workloads(wl.Namespace).Patch(ctx, wl.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+	if err := c.patchWorkload(ctx, wl, map[string]any{"status": status}, "status"); err != nil {
 		return fmt.Errorf("writing the status of Workload %s: %w", wl.Name, err)
 	}
 	if release {
@@ -223,7 +231,7 @@ func (c *Controller) finishWorkload(ctx context.Context, job Job) error {
 		return err
 	}
 	wl := workloadOf(children.Objects)
-	if wl == nil {
+	if wl == nil || wl.DeletionTimestamp != nil {
 		return nil
 	}
 	return c.syncWorkloadStatus(ctx, job, wl, &Decision{Status: job.JobStatus()}, children.Pods)
@@ -246,17 +254,11 @@ func (c *Controller) syncWorkloadPriority(ctx context.Context, job Job, wl *kueu
 	if err != nil {
 		return false, err
 	}
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": wl.ResourceVersion},
-		"spec": map[string]any{
-			"priorityClassRef": kueue.PriorityClassRef{Group: kueue.GroupName, Kind: "WorkloadPriorityClass", Name: class.Name},
-			"priority":         class.Value,
-		},
-	})
-	if err != nil {
-		return false, err
-	}
-	if _, err := c.clients.Kueue.KueueV1beta2().Workloads(wl.Namespace).Patch(ctx, wl.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	spec := map[string]any{"spec": map[string]any{
+		"priorityClassRef": kueue.PriorityClassRef{Group: kueue.GroupName, Kind: "WorkloadPriorityClass", Name: class.Name},
+		"priority":         class.Value,
+	}}
+	if err := c.patchWorkload(ctx, wl, spec); err != nil {
 		return false, fmt.Errorf("changing the priority of Workload %s: %w", wl.Name, err)
 	}
 	c.recorder.Eventf(job, corev1.EventTypeNormal, "PriorityChanged", "The job's priority is now WorkloadPriorityClass %s's, %d", class.Name, class.Value)

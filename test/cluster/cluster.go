@@ -113,7 +113,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	c.step("starting etcd on 127.0.0.1:%d", etcdPort)
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	if err := c.run(opts, "etcd", bin("etcd"),
+	if err := c.run("etcd", bin("etcd"),
 		"--name=t9k", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
@@ -130,7 +130,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 
 	c.step("starting kube-apiserver on https://127.0.0.1:%d", apiPort)
-	if err := c.run(opts, "kube-apiserver", bin("kube-apiserver"),
+	if err := c.run("kube-apiserver", bin("kube-apiserver"),
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
 		"--cert-dir="+filepath.Join(dir, "certs"),
@@ -192,11 +192,11 @@ leaderElection:
 `, c.Kubeconfig), 0o644); err != nil {
 		return nil, err
 	}
-	if err := c.run(opts, "kube-scheduler", bin("kube-scheduler"),
+	if err := c.run("kube-scheduler", bin("kube-scheduler"),
 		"--config="+schedulerConfig, "--secure-port=0"); err != nil {
 		return nil, err
 	}
-	if err := c.run(opts, "kube-controller-manager", bin("kube-controller-manager"),
+	if err := c.run("kube-controller-manager", bin("kube-controller-manager"),
 		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0",
 		"--service-account-private-key-file="+filepath.Join(dir, "sa.key"),
 		"--root-ca-file="+filepath.Join(dir, "certs", "apiserver.crt"),
@@ -212,7 +212,7 @@ leaderElection:
 	if err := os.WriteFile(kwokConfigPath, kwokConfig, 0o644); err != nil {
 		return nil, err
 	}
-	if err := c.run(opts, "kwok", bin("kwok"),
+	if err := c.run("kwok", bin("kwok"),
 		"--kubeconfig="+c.Kubeconfig, "--config="+kwokConfigPath, "--cidr=10.244.0.0/16"); err != nil {
 		return nil, err
 	}

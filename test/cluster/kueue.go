@@ -8,6 +8,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -23,10 +24,12 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -84,9 +87,6 @@ var (
 
 // KueueOptions configure StartKueue.
 type KueueOptions struct {
-	// BinDir holds the kueue binary and kueue-config/, Kueue's CRDs and webhook manifests
-	// (hack/lib/tools.sh copies them there); the cluster's BinDir when empty.
-	BinDir string
 	// PodsReadyTimeout is Kueue's waitForPodsReady timeout: an admitted job whose pods are
 	// not all ready by then is evicted (5m when zero).
 	PodsReadyTimeout time.Duration
@@ -111,9 +111,6 @@ func (k *kueueSetup) url(path string) string {
 // set-up (KueueClusterQueue and the rest). Kueue manages batch Jobs and the project's kinds
 // that name a queue, and nothing else: no pods, Deployments or StatefulSets.
 func (c *Cluster) StartKueue(ctx context.Context, opts KueueOptions) (err error) {
-	if opts.BinDir == "" {
-		opts.BinDir = c.opts.BinDir
-	}
 	for _, p := range c.procs {
 		if exited, _ := p.exited(); p.name == "kueue" && !exited {
 			return errors.New("kueue is already running")
@@ -128,7 +125,7 @@ func (c *Cluster) StartKueue(ctx context.Context, opts KueueOptions) (err error)
 	if err != nil {
 		return err
 	}
-	k := &kueueSetup{dir: filepath.Join(c.Dir, "kueue"), configDir: filepath.Join(opts.BinDir, "kueue-config"),
+	k := &kueueSetup{dir: filepath.Join(c.Dir, "kueue"), configDir: filepath.Join(c.opts.BinDir, "kueue-config"),
 		webhookPort: ports[0], healthPort: ports[2]}
 	if k.kube, err = kubernetes.NewForConfig(c.Config); err != nil {
 		return err
@@ -168,7 +165,7 @@ func (c *Cluster) StartKueue(ctx context.Context, opts KueueOptions) (err error)
 	}
 
 	c.step("starting kueue")
-	if err := c.run(c.opts, "kueue", filepath.Join(opts.BinDir, "kueue"), "--config="+config, "--kubeconfig="+c.Kubeconfig); err != nil {
+	if err := c.run("kueue", filepath.Join(c.opts.BinDir, "kueue"), "--config="+config, "--kubeconfig="+c.Kubeconfig); err != nil {
 		return err
 	}
 	if err := c.waitFor(ctx, "kueue's webhooks", 90*time.Second, k.webhooksAnswer); err != nil {
@@ -241,8 +238,8 @@ func (k *kueueSetup) writePKI() error {
 	}, key, caCert, caKey); err != nil {
 		return err
 	}
-	k.caPEM, err = os.ReadFile(filepath.Join(pki, kueueCAName+".crt"))
-	return err
+	k.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caCert.Raw})
+	return nil
 }
 
 // createNamespaceAndSecret creates kueue-system and, in it, the Secret Kueue's certificate
@@ -304,20 +301,32 @@ func (k *kueueSetup) installCRDs(ctx context.Context, c *Cluster) error {
 		}
 		names = append(names, crd.Name)
 	}
-	return c.waitFor(ctx, "kueue's CRDs to be established", 60*time.Second, func(ctx context.Context) error {
+	return WaitEstablished(ctx, client, names, 60*time.Second)
+}
+
+// WaitEstablished waits until the API server serves the named CRDs.
+func WaitEstablished(ctx context.Context, client apiextensionsclient.Interface, names []string, timeout time.Duration) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		for _, name := range names {
 			crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
-				return err
+				last = err
+				return false, nil
 			}
 			if !slices.ContainsFunc(crd.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
 				return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
 			}) {
-				return fmt.Errorf("%s is not established", name)
+				last = fmt.Errorf("%s is not established", name)
+				return false, nil
 			}
 		}
-		return nil
+		return true, nil
 	})
+	if err != nil && last != nil {
+		return fmt.Errorf("waiting for CRDs to be established: %w", last)
+	}
+	return err
 }
 
 // convertedCRDs reads which CRDs Kueue's kustomization gives a conversion webhook (the
@@ -526,22 +535,35 @@ spec:
   clusterQueue: %[2]s
 `, KueueResourceFlavor, KueueClusterQueue, KueueLocalQueue, KueueLocalQueueNamespace,
 		quota.Cpu(), quota.Memory(), quota.Name("nvidia.com/gpu", resource.DecimalSI))
+	_, err = CreateObjects(ctx, k.dynamic, manifests)
+	return err
+}
+
+// CreateObjects creates the objects of a YAML stream through the dynamic client, each in the
+// resource its kind names, and returns those it created: one that exists already is left as
+// it is.
+func CreateObjects(ctx context.Context, client dynamic.Interface, manifests string) ([]*unstructured.Unstructured, error) {
 	docs, err := splitYAML([]byte(manifests))
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var created []*unstructured.Unstructured
 	for _, doc := range docs {
 		obj := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
-			return err
+			return created, err
 		}
-		gvr := obj.GroupVersionKind().GroupVersion().WithResource(strings.ToLower(obj.GetKind()) + "s")
-		_, err := k.dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
+		gvr, _ := meta.UnsafeGuessKindToResource(obj.GroupVersionKind()) // ClusterQueue: clusterqueues, ...Class: ...classes
+		out, err := client.Resource(gvr).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{})
+		switch {
+		case apierrors.IsAlreadyExists(err):
+		case err != nil:
+			return created, fmt.Errorf("creating %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		default:
+			created = append(created, out)
 		}
 	}
-	return nil
+	return created, nil
 }
 
 // queueActive checks that Kueue reports the default ClusterQueue active, and that it can be

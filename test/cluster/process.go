@@ -39,7 +39,7 @@ func (p *process) exited() (bool, error) {
 // run starts one component with its output in logs/<name>.log. Each component leads its own
 // process group, so that stopping it stops anything it started. Unless detached, the kernel
 // kills it when this process dies, so a crashed test leaves nothing behind.
-func (c *Cluster) run(opts Options, name, path string, args ...string) error {
+func (c *Cluster) run(name, path string, args ...string) error {
 	logFile, err := os.Create(filepath.Join(c.Dir, "logs", name+".log"))
 	if err != nil {
 		return err
@@ -47,7 +47,7 @@ func (c *Cluster) run(opts Options, name, path string, args ...string) error {
 	defer logFile.Close()
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if opts.Detach {
+	if c.opts.Detach {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	} else {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

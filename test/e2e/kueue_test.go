@@ -12,14 +12,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
@@ -91,23 +90,17 @@ func useKueue(t *testing.T) kueueclient.Interface {
 // WorkloadPriorityClasses); the cluster-wide ones are deleted when the test ends.
 func createKueueObjects(t *testing.T, manifests string) {
 	t.Helper()
-	for doc := range strings.SplitSeq(manifests, "\n---\n") {
-		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
-			t.Fatal(err)
-		}
-		plural := strings.ToLower(obj.GetKind()) + "s" // clusterqueues, localqueues
-		if strings.HasSuffix(obj.GetKind(), "s") {
-			plural = strings.ToLower(obj.GetKind()) + "es" // workloadpriorityclasses
-		}
-		gvr := obj.GroupVersionKind().GroupVersion().WithResource(plural)
-		client := env.dynamic.Resource(gvr).Namespace(obj.GetNamespace())
-		if _, err := client.Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("creating %s %s: %v", obj.GetKind(), obj.GetName(), err)
-		}
+	created, err := cluster.CreateObjects(context.Background(), env.dynamic, manifests)
+	for _, obj := range created {
 		if obj.GetNamespace() == "" {
-			t.Cleanup(func() { _ = client.Delete(context.Background(), obj.GetName(), metav1.DeleteOptions{}) })
+			gvr, _ := meta.UnsafeGuessKindToResource(obj.GroupVersionKind())
+			t.Cleanup(func() {
+				_ = env.dynamic.Resource(gvr).Delete(context.Background(), obj.GetName(), metav1.DeleteOptions{})
+			})
 		}
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -15,7 +15,6 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -202,26 +201,13 @@ func installCRDs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		for _, want := range crds {
-			crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, want.Name, metav1.GetOptions{})
-			if err != nil || !established(crd) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	names := make([]string, len(crds))
+	for i, crd := range crds {
+		names[i] = crd.Name
+	}
+	err = cluster.WaitEstablished(ctx, client, names, 30*time.Second)
 	_ = os.RemoveAll(env.kubectlCache)
 	return err
-}
-
-func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // kubectl runs kubectl against the cluster under test and returns its combined output.

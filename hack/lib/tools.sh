@@ -71,23 +71,33 @@ copy_kueue_config() {
   chmod -R u+w "$out"
 }
 
+# TOOLS are the binaries and TOOL_FILES the files a complete tools directory holds.
+TOOLS=(kube-apiserver kube-scheduler kube-controller-manager kubectl etcd kwok kueue)
+TOOL_FILES=(kueue-config/crd/kustomization.yaml kueue-config/webhook/manifests.yaml)
+
+# missing_tool prints the first tool or file directory $1 lacks, and fails when it lacks none.
+missing_tool() {
+  local t
+  for t in "${TOOLS[@]}"; do [[ -x "$1/$t" ]] || { echo "$t"; return 0; }; done
+  for t in "${TOOL_FILES[@]}"; do [[ -f "$1/$t" ]] || { echo "$t"; return 0; }; done
+  return 1
+}
+
 # ensure_tools builds what is missing and prints nothing but errors and progress on stderr.
 ensure_tools() {
-  local bin
+  local bin missing
   bin=$(tools_bin_dir)
-  local want=(kube-apiserver kube-scheduler kube-controller-manager kubectl etcd kwok kueue) missing=0 t
-  local want_files=(kueue-config/crd/kustomization.yaml kueue-config/webhook/manifests.yaml)
-  for t in "${want[@]}"; do [[ -x "$bin/$t" ]] || missing=1; done
-  for t in "${want_files[@]}"; do [[ -f "$bin/$t" ]] || missing=1; done
-  if (( missing )); then
+  if missing_tool "$bin" >/dev/null; then
     mkdir -p "$bin.partial"
     local m
     for m in "${TOOLS_MODULES[@]}"; do (build_module "$m" "$bin.partial") >&2; done
     # the etcd main package is the server module itself, so go names its binary "server".
     [[ -x "$bin.partial/server" ]] && mv "$bin.partial/server" "$bin.partial/etcd"
     copy_kueue_config "$bin.partial"
-    for t in "${want[@]}"; do [[ -x "$bin.partial/$t" ]] || { echo "missing $t after build" >&2; return 1; }; done
-    for t in "${want_files[@]}"; do [[ -f "$bin.partial/$t" ]] || { echo "missing $t after build" >&2; return 1; }; done
+    if missing=$(missing_tool "$bin.partial"); then
+      echo "missing $missing after build" >&2
+      return 1
+    fi
     rm -rf "$bin" && mv "$bin.partial" "$bin"
   fi
   echo "$bin"

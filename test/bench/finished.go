@@ -132,13 +132,6 @@ func settleFinished(ctx context.Context, ctl *controllerProcess, jobs *tally, n 
 func reportFinished(c config, empty, prefilled []finishedRun) {
 	fmt.Printf("\nsummary of %d rounds (medians): %d GenericJobs x %d replicas, empty against %d finished jobs\n",
 		len(empty), c.jobs, c.replicas, c.finished)
-	col := func(runs []finishedRun, f func(finishedRun) float64) float64 {
-		var xs []float64
-		for _, r := range runs {
-			xs = append(xs, f(r))
-		}
-		return median(xs)
-	}
 	rows := []struct {
 		name   string
 		format string
@@ -164,9 +157,9 @@ func reportFinished(c config, empty, prefilled []finishedRun) {
 	for _, row := range rows {
 		e := "-"
 		if !row.before {
-			e = fmt.Sprintf(row.format, col(empty, row.f))
+			e = fmt.Sprintf(row.format, medianOf(empty, row.f))
 		}
-		fmt.Printf("  %s %12s %12s\n", pad(row.name), e, fmt.Sprintf(row.format, col(prefilled, row.f)))
+		fmt.Printf("  %s %12s %12s\n", pad(row.name), e, fmt.Sprintf(row.format, medianOf(prefilled, row.f)))
 	}
 	var ratios []string
 	var rs []float64

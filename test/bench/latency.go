@@ -151,16 +151,12 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	return s[min(max(i, 0), len(s)-1)]
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond)) }
+func ms(d time.Duration) string { return fmt.Sprintf("%.0fms", msOf(d)) }
 
 // medianLatencies takes, field by field, the median of several bursts' latencies.
 func medianLatencies(ls []latencySummary) latencySummary {
 	field := func(f func(latencySummary) time.Duration) time.Duration {
-		var xs []float64
-		for _, l := range ls {
-			xs = append(xs, float64(f(l)))
-		}
-		return time.Duration(median(xs))
+		return time.Duration(medianOf(ls, func(l latencySummary) float64 { return float64(f(l)) }))
 	}
 	return latencySummary{
 		firstPod50: field(func(l latencySummary) time.Duration { return l.firstPod50 }),

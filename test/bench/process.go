@@ -241,6 +241,11 @@ func (m memory) String() string {
 	return fmt.Sprintf("RSS %.0f MiB, heap %.0f MiB", m.rss, m.heapInuse)
 }
 
+// detailed is every figure of m, to a tenth of a MiB.
+func (m memory) detailed() string {
+	return fmt.Sprintf("RSS %.1f MiB, heap in use %.1f MiB, heap alloc %.1f MiB", m.rss, m.heapInuse, m.heapAlloc)
+}
+
 // settle waits until the controller's queue of kind is empty and has seen no add for a
 // second (two scrapes at least: an item re-queued with a delay is not in the depth until it
 // is due), and returns the last moment it saw either change: when the controller went idle.

@@ -162,12 +162,12 @@ func restart(ctx context.Context, c config, old *controllerProcess, kubeconfig, 
 	total, events := writes(requests)
 	fmt.Printf("  writes after the restart: %.0f (target 0); events %.0f\n", total, events)
 	fmt.Printf("  requests after the restart:%s\n", describeRequests(requests))
-	fmt.Printf("  after the restart settled: RSS %.1f MiB, heap in use %.1f MiB, heap alloc %.1f MiB\n", mem.rss, mem.heapInuse, mem.heapAlloc)
+	fmt.Printf("  after the restart settled: %s\n", mem.detailed())
 	rest, after, err := p.restingMemory(ctx)
 	if err != nil {
 		return p, err
 	}
-	fmt.Printf("  at rest (its next GC cycle, %.0fs later): RSS %.1f MiB, heap in use %.1f MiB, heap alloc %.1f MiB\n", after.Seconds(), rest.rss, rest.heapInuse, rest.heapAlloc)
+	fmt.Printf("  at rest (its next GC cycle, %.0fs later): %s\n", after.Seconds(), rest.detailed())
 	return p, nil
 }
 
@@ -231,8 +231,8 @@ func foreignPods(ctx context.Context, c config, ctl *controllerProcess, kube kub
 		return err
 	}
 	fmt.Printf("\n%d foreign pods in %s (created %.0fs, Running %.0fs):\n", c.foreign, ns, createdIn.Seconds(), runningIn.Seconds())
-	fmt.Printf("  %-8s RSS %.1f MiB, heap in use %.1f MiB, heap alloc %.1f MiB (at rest: after a GC cycle)\n", "before", before.rss, before.heapInuse, before.heapAlloc)
-	fmt.Printf("  %-8s RSS %.1f MiB, heap in use %.1f MiB, heap alloc %.1f MiB (target: no growth)\n", "after", after.rss, after.heapInuse, after.heapAlloc)
+	fmt.Printf("  %-8s %s (at rest: after a GC cycle)\n", "before", before.detailed())
+	fmt.Printf("  %-8s %s (target: no growth)\n", "after", after.detailed())
 	return nil
 }
 

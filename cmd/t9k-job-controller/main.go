@@ -45,6 +45,7 @@ import (
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/tensorflowjob"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/xgboostjob"
 	"github.com/t9k-jobs/t9k-jobs/pkg/features"
+	"github.com/t9k-jobs/t9k-jobs/pkg/version"
 )
 
 type options struct {
@@ -97,11 +98,16 @@ func main() {
 		" (its pods are placed by T9k Scheduler) or "+schedulerKueue+" (the job waits in Kueue's LocalQueue named by its queue, with its priority; its pods are placed by the default scheduler)")
 	fs.StringVar(&o.memoryLimit, "memory-limit", os.Getenv(memoryLimitEnv),
 		"the container's memory limit (e.g. 512Mi; $"+memoryLimitEnv+" by default): the Go runtime's soft limit is set to 90% of it, unless GOMEMLIMIT is set")
+	printVersion := fs.Bool("version", false, "print the controller's version, source revision and Go version, and exit")
 	features.Gates.AddFlag(fs)
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
 	pflag.Parse()
+	if *printVersion {
+		fmt.Println(version.Get())
+		return
+	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
@@ -115,6 +121,8 @@ func main() {
 
 func run(ctx context.Context, o options) error {
 	logger := klog.FromContext(ctx)
+	build := version.Get()
+	logger.Info("Starting", "version", build.Version, "revision", build.Revision, "goVersion", build.GoVersion, "platform", build.Platform)
 	if soft, err := setMemoryLimit(o.memoryLimit); err != nil {
 		return err
 	} else if soft > 0 {

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	clientmetrics "k8s.io/client-go/tools/metrics"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/t9k-jobs/t9k-jobs/pkg/version"
 )
 
 // Registry holds every metric the controller serves on /metrics.
@@ -61,6 +63,13 @@ var (
 		Help: "Jobs stopped because Kueue evicted them, by kind of job and the eviction's reason.",
 	}, []string{"kind", "reason"})
 
+	// BuildInfo is 1, labelled with the running build: a dashboard tells which version each
+	// replica runs, and when an upgrade reached it.
+	BuildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "t9k_build_info",
+		Help: "Always 1, labelled with the controller's version, source revision and Go version.",
+	}, []string{"version", "revision", "goversion"})
+
 	// APIRequests counts the controller's requests to the API server by verb, resource and
 	// status code; it tells how many writes a job costs.
 	APIRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -70,8 +79,10 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(PhaseTransitions, SyncDuration, ChildrenCreated, ChildrenUpdated, ChildrenDeleted, Restarts, QueueEvictions, APIRequests,
+	Registry.MustRegister(PhaseTransitions, SyncDuration, ChildrenCreated, ChildrenUpdated, ChildrenDeleted, Restarts, QueueEvictions, APIRequests, BuildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	build := version.Get()
+	BuildInfo.WithLabelValues(build.Version, build.Revision, build.GoVersion).Set(1)
 	registerWorkqueueMetrics()
 	registerRESTClientMetrics()
 }

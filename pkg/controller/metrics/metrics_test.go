@@ -1,0 +1,34 @@
+package metrics
+
+import (
+	"runtime"
+	"testing"
+
+	"github.com/t9k-jobs/t9k-jobs/pkg/version"
+)
+
+func TestBuildInfoNamesTheRunningBuild(t *testing.T) {
+	families, err := Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "t9k_build_info" {
+			continue
+		}
+		if len(f.GetMetric()) != 1 {
+			t.Fatalf("t9k_build_info has %d series, want 1", len(f.GetMetric()))
+		}
+		m := f.GetMetric()[0]
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		want := version.Get()
+		if labels["version"] != want.Version || labels["revision"] != want.Revision || labels["goversion"] != runtime.Version() || m.GetGauge().GetValue() != 1 {
+			t.Errorf("t9k_build_info = %v %v, want version %q revision %q goversion %q and 1", labels, m.GetGauge().GetValue(), want.Version, want.Revision, runtime.Version())
+		}
+		return
+	}
+	t.Fatal("no t9k_build_info in the registry")
+}

@@ -1,5 +1,5 @@
 // Package colossalaijob is the ColossalAIJob adapter of the job engine: workers that run sshd,
-// and a launcher, made from spec.launcher, that runs `colossalai run` over them (DESIGN §5,
+// and a launcher, made from spec.launcher, that runs `colossalai run` over them (docs/launcher-kinds.md,
 // docs/colossalai.md).
 package colossalaijob
 

@@ -1,7 +1,7 @@
 // Package launcher is what the launcher kinds (MPIJob, ColossalAIJob) share: workers that run
 // sshd behind one headless Service, a launcher that waits until every worker is Ready and
 // reaches them over SSH with the job's own key and a hostfile, and an outcome read from the
-// launcher alone (DESIGN §5). Each kind's adapter adds only its launcher's command.
+// launcher alone (docs/launcher-kinds.md). Each kind's adapter adds only its launcher's command.
 package launcher
 
 import (
@@ -186,7 +186,7 @@ func hasArg(args []string, is func(string) bool) bool {
 	return false
 }
 
-// Judge reads a launcher job's outcome (DESIGN §5). The launcher decides: exit code 0 ends
+// Judge reads the outcome (docs/launcher-kinds.md, "Outcome"). The launcher decides: exit code 0 ends
 // the job with success (the message says what that means for the kind), another code with
 // failure. But workers run sshd until the job ends, and the launcher cannot start or finish
 // without them: a worker that ended, or was lost after the launcher started, fails the job

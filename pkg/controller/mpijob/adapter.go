@@ -1,5 +1,5 @@
 // Package mpijob is the MPIJob adapter of the job engine: workers that run sshd, and a
-// launcher, made from the worker template, that runs mpirun over them (DESIGN §5).
+// launcher, made from the worker template, that runs mpirun over them (docs/launcher-kinds.md).
 package mpijob
 
 import (

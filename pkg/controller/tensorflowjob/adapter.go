@@ -1,5 +1,5 @@
 // Package tensorflowjob is the TensorFlowTrainingJob adapter of the job engine: chief,
-// worker, ps and evaluator replicas with TF_CONFIG (DESIGN §5).
+// worker, ps and evaluator replicas with TF_CONFIG (docs/training-kinds.md).
 package tensorflowjob
 
 import (

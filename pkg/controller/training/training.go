@@ -1,5 +1,5 @@
 // Package training is what the training kinds (TensorFlowTrainingJob, XGBoostTrainingJob)
-// share (DESIGN §5): replica groups from spec.replicaSpecs with their restart policies, a
+// share (docs/training-kinds.md): replica groups from spec.replicaSpecs with their restart policies, a
 // headless Service per replica, the framework's variables in every container's env, the run
 // policy (clean-up, backoff limit, deadline), and the outcome from a main replica. Each
 // kind's adapter says only which replica is main and what the env is.

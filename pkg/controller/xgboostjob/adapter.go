@@ -1,5 +1,6 @@
 // Package xgboostjob is the XGBoostTrainingJob adapter of the job engine: one master and
-// workers, with the addresses of the master's tracker in every container's env (DESIGN §5).
+// workers, with the addresses of the master's tracker in every container's env
+// (docs/training-kinds.md).
 package xgboostjob
 
 import (

@@ -6,12 +6,12 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := build
 
 CLUSTER_DIR ?= _output/cluster
-# KUEUE=1: make cluster-up and make run also start Kueue (README, "Queues with Kueue").
+# KUEUE=1: make cluster-up and make run also start Kueue (docs/queueing.md).
 KUEUE ?=
 # Packages whose tests need no cluster.
 UNIT_PKGS = $$(go list ./... | grep -v /test/e2e)
 # go test's -timeout, per test binary: the end-to-end tests take 3-5 minutes on 2 cores, so
-# a hang fails after 30 and .ci/run ends well inside CI's 90 (README, Testing).
+# a hang fails after 30 and .ci/run ends well inside CI's 90 (docs/testing.md, "make test").
 TEST_TIMEOUT ?= 30m
 
 .PHONY: build generate verify test test-unit test-e2e tools cluster-up cluster-down run bench

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs, when missing, the Debian packages that stand in for images on the process node
-# (README, "The process node"): sshd for the launcher kinds' workers, OpenMPI and mpi4py for
+# (docs/testing.md, "The process node"): sshd for the launcher kinds' workers, OpenMPI and mpi4py for
 # real MPIJobs, PyTorch for the GenericJob and ColossalAIJob runs (gloo), XGBoost for
 # XGBoostTrainingJob, and iproute2 for the node's network namespaces. It needs root; elsewhere
 # it says what it would install and exits 0, and the tests that need the packages skip (or

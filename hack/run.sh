@@ -5,7 +5,7 @@
 # controller then keeps running until Ctrl-C, which also stops the cluster.
 #
 # KUEUE=1 (make run KUEUE=1): the local cluster also runs Kueue, with a ClusterQueue and a
-# LocalQueue "default" in namespace default (README, "Queues with Kueue"), and the controller
+# LocalQueue "default" in namespace default (docs/queueing.md), and the controller
 # runs with --scheduler=kueue. With $KUBECONFIG, only the controller's flag changes: Kueue is
 # that cluster's to install.
 set -euo pipefail
@@ -64,7 +64,7 @@ until curl -sf "http://$METRICS_ADDR/readyz" >/dev/null 2>&1; do
 done
 
 # The examples as documented. The local cluster's pods run until their annotations say how
-# they end (README, Testing), so the demo gives generic-example's pods 10 s and exit code 0;
+# they end (docs/testing.md, "Fake nodes"), so the demo gives generic-example's pods 10 s and exit code 0;
 # generic-tf-config.yaml fails at once, as published, for want of spec.service.
 echo
 echo "Submitting examples/generic-example.yaml (its pods end after 10s) and examples/generic-tf-config.yaml (as published)"
@@ -83,7 +83,7 @@ done
 echo
 kubectl get genericjob generic-tf-config -o jsonpath='generic-tf-config: {.status.conditions[?(@.type=="Failed")].message}{"\n"}'
 
-# A real run, where the machine allows it: a process node (README, "The process node") and
+# A real run, where the machine allows it: a process node (docs/testing.md, "The process node") and
 # the PyTorch example's gloo all-reduce on it.
 echo
 if [[ $(id -u) != 0 ]]; then

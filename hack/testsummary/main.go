@@ -4,7 +4,7 @@
 //
 //	go test -json ./... | go run ./hack/testsummary
 //
-// It exits 1 when a package failed or did not build. `make test` uses it (README, Testing).
+// It exits 1 when a package failed or did not build. `make test` uses it (docs/testing.md, "make test").
 package main
 
 import (

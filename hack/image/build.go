@@ -1,0 +1,182 @@
+package main
+
+import (
+	"compress/gzip"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/t9k-jobs/t9k-jobs/hack/image/archive"
+)
+
+type buildOptions struct {
+	ref, version, out, pkg string
+	platforms              []string // os/arch
+}
+
+// The image's layout: one static binary, run as the nonroot user of files.go.
+const (
+	binaryPath = "/usr/local/bin/t9k-job-controller"
+	nonroot    = 65532
+	sourceURL  = "https://github.com/t9k-jobs/t9k-jobs"
+)
+
+// build compiles the binary for each platform, makes an image of each, and writes their index
+// to the archive. It returns the index's digest and the archive's size.
+func build(ctx context.Context, o buildOptions) (string, int64, error) {
+	src, err := sourceOf(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	annotations := map[string]string{
+		"org.opencontainers.image.title":    "t9k-job-controller",
+		"org.opencontainers.image.source":   sourceURL,
+		"org.opencontainers.image.revision": src.revision,
+		"org.opencontainers.image.version":  o.version,
+		"org.opencontainers.image.created":  src.date.UTC().Format(time.RFC3339),
+	}
+	base, err := layer(baseFiles(), src.date)
+	if err != nil {
+		return "", 0, err
+	}
+	bin, err := os.MkdirTemp("", "t9k-image-bin-")
+	if err != nil {
+		return "", 0, err
+	}
+	defer os.RemoveAll(bin)
+
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	var first v1.Image
+	for _, platform := range o.platforms {
+		goos, arch, ok := strings.Cut(platform, "/")
+		if !ok || goos != "linux" {
+			return "", 0, fmt.Errorf("platform %q: want linux/<arch>", platform)
+		}
+		binary := filepath.Join(bin, arch, "t9k-job-controller")
+		if err := compile(ctx, o.pkg, binary, arch, o.version); err != nil {
+			return "", 0, err
+		}
+		img, err := image(base, binary, arch, src.date, annotations)
+		if err != nil {
+			return "", 0, err
+		}
+		if first == nil {
+			first = img
+		}
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img,
+			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: goos, Architecture: arch}}})
+	}
+	idx = mutate.Annotations(idx, annotations).(v1.ImageIndex)
+	digest, err := idx.Digest()
+	if err != nil {
+		return "", 0, err
+	}
+	if err := archive.Write(o.out, idx, o.ref, first, src.date); err != nil {
+		return "", 0, err
+	}
+	fi, err := os.Stat(o.out)
+	if err != nil {
+		return "", 0, err
+	}
+	return digest.String(), fi.Size(), nil
+}
+
+// source is what the image records of the source it was built from.
+type source struct {
+	revision string
+	date     time.Time // every file's and the image's time
+}
+
+// sourceOf reads the commit and its time from git; SOURCE_DATE_EPOCH overrides the time, as
+// reproducible-builds tools agree. A tree with changes (untracked files too, as go build
+// counts them) gets "-dirty" on its revision.
+func sourceOf(ctx context.Context) (source, error) {
+	git := func(args ...string) (string, error) {
+		out, err := exec.CommandContext(ctx, "git", args...).Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	var s source
+	var err error
+	if s.revision, err = git("rev-parse", "HEAD"); err != nil {
+		return s, fmt.Errorf("reading the commit (git rev-parse HEAD): %w", err)
+	}
+	if changes, err := git("status", "--porcelain"); err == nil && changes != "" {
+		s.revision += "-dirty"
+	}
+	epoch := os.Getenv("SOURCE_DATE_EPOCH")
+	if epoch == "" {
+		if epoch, err = git("log", "-1", "--format=%ct"); err != nil {
+			return s, err
+		}
+	}
+	secs, err := strconv.ParseInt(epoch, 10, 64)
+	if err != nil {
+		return s, fmt.Errorf("source date %q: %w", epoch, err)
+	}
+	s.date = time.Unix(secs, 0).UTC()
+	return s, nil
+}
+
+// compile builds a static binary: no cgo, paths trimmed, symbols stripped, the version set.
+func compile(ctx context.Context, pkg, out, arch, version string) error {
+	ldflags := "-s -w -X github.com/t9k-jobs/t9k-jobs/pkg/version.version=" + version
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("building %s for linux/%s: %w", pkg, arch, err)
+	}
+	return nil
+}
+
+// image is one platform's image: the base files, then the binary.
+func image(base v1.Layer, binary, arch string, date time.Time, annotations map[string]string) (v1.Image, error) {
+	data, err := os.ReadFile(binary)
+	if err != nil {
+		return nil, err
+	}
+	app, err := layer([]file{{path: binaryPath, mode: 0o755, data: data}}, date)
+	if err != nil {
+		return nil, err
+	}
+	labels := map[string]string{}
+	for k, v := range annotations {
+		labels[k] = v
+	}
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	img, err = mutate.ConfigFile(img, &v1.ConfigFile{
+		Architecture: arch, OS: "linux", Created: v1.Time{Time: date},
+		Config: v1.Config{
+			User:       fmt.Sprintf("%d:%d", nonroot, nonroot),
+			Entrypoint: []string{binaryPath},
+			Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin", "SSL_CERT_FILE=" + caBundlePath},
+			WorkingDir: "/",
+			Labels:     labels,
+		},
+		RootFS: v1.RootFS{Type: "layers"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	img, err = mutate.Append(img,
+		mutate.Addendum{Layer: base, History: v1.History{Created: v1.Time{Time: date}, CreatedBy: "hack/image: users, CA certificates, /tmp"}},
+		mutate.Addendum{Layer: app, History: v1.History{Created: v1.Time{Time: date}, CreatedBy: "hack/image: " + binaryPath}})
+	if err != nil {
+		return nil, err
+	}
+	return mutate.Annotations(img, annotations).(v1.Image), nil
+}
+
+// The layers' compression: gzip at its best, which Go writes the same way every time.
+const compression = gzip.BestCompression

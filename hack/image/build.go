@@ -38,45 +38,27 @@ func build(ctx context.Context, o buildOptions) (string, int64, error) {
 	if err != nil {
 		return "", 0, err
 	}
-	annotations := map[string]string{
-		"org.opencontainers.image.title":    "t9k-job-controller",
-		"org.opencontainers.image.source":   sourceURL,
-		"org.opencontainers.image.revision": src.revision,
-		"org.opencontainers.image.version":  o.version,
-		"org.opencontainers.image.created":  src.date.UTC().Format(time.RFC3339),
-	}
-	base, err := layer(baseFiles(), src.date)
-	if err != nil {
-		return "", 0, err
-	}
 	bin, err := os.MkdirTemp("", "t9k-image-bin-")
 	if err != nil {
 		return "", 0, err
 	}
 	defer os.RemoveAll(bin)
-
-	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
-	var first v1.Image
+	var binaries []binary
 	for _, platform := range o.platforms {
 		goos, arch, ok := strings.Cut(platform, "/")
 		if !ok || goos != "linux" {
 			return "", 0, fmt.Errorf("platform %q: want linux/<arch>", platform)
 		}
-		binary := filepath.Join(bin, arch, "t9k-job-controller")
-		if err := compile(ctx, o.pkg, binary, arch, o.version); err != nil {
+		b := binary{arch: arch, path: filepath.Join(bin, arch, "t9k-job-controller")}
+		if err := compile(ctx, o.pkg, b.path, arch, o.version); err != nil {
 			return "", 0, err
 		}
-		img, err := image(base, binary, arch, src.date, annotations)
-		if err != nil {
-			return "", 0, err
-		}
-		if first == nil {
-			first = img
-		}
-		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img,
-			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: goos, Architecture: arch}}})
+		binaries = append(binaries, b)
 	}
-	idx = mutate.Annotations(idx, annotations).(v1.ImageIndex)
+	idx, first, err := assemble(binaries, src, o.version)
+	if err != nil {
+		return "", 0, err
+	}
 	digest, err := idx.Digest()
 	if err != nil {
 		return "", 0, err
@@ -89,6 +71,67 @@ func build(ctx context.Context, o buildOptions) (string, int64, error) {
 		return "", 0, err
 	}
 	return digest.String(), fi.Size(), nil
+}
+
+// binary is the controller built for one architecture.
+type binary struct{ arch, path string }
+
+// assemble makes an image of each binary and their index, annotated with where they come
+// from; it returns the index and its first image.
+func assemble(binaries []binary, src source, version string) (v1.ImageIndex, v1.Image, error) {
+	annotations := map[string]string{
+		"org.opencontainers.image.title":    "t9k-job-controller",
+		"org.opencontainers.image.source":   sourceURL,
+		"org.opencontainers.image.revision": src.revision,
+		"org.opencontainers.image.version":  version,
+		"org.opencontainers.image.created":  src.date.UTC().Format(time.RFC3339),
+	}
+	base, err := layer(baseFiles(), src.date)
+	if err != nil {
+		return nil, nil, err
+	}
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	var first v1.Image
+	for _, b := range binaries {
+		img, err := image(base, b.path, b.arch, src.date, annotations)
+		if err != nil {
+			return nil, nil, err
+		}
+		if first == nil {
+			first = img
+		}
+		desc, err := plainDescriptor(img)
+		if err != nil {
+			return nil, nil, err
+		}
+		desc.Platform = &v1.Platform{OS: "linux", Architecture: b.arch}
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: describedImage{img, desc}, Descriptor: desc})
+	}
+	return mutate.Annotations(idx, annotations).(v1.ImageIndex), first, nil
+}
+
+// describedImage is an image whose descriptor in the index is the plain one: go-containerregistry
+// would add an artifactType (the config's media type), which the OCI spec reserves for
+// artifacts and which tools that predate it drop, changing the index's digest when they copy it
+// (skopeo 1.9 refuses to, with --preserve-digests).
+type describedImage struct {
+	v1.Image
+	desc v1.Descriptor
+}
+
+func (i describedImage) Descriptor() (*v1.Descriptor, error) { d := i.desc; return &d, nil }
+
+func plainDescriptor(img v1.Image) (v1.Descriptor, error) {
+	var d v1.Descriptor
+	var err error
+	if d.MediaType, err = img.MediaType(); err != nil {
+		return d, err
+	}
+	if d.Size, err = img.Size(); err != nil {
+		return d, err
+	}
+	d.Digest, err = img.Digest()
+	return d, err
 }
 
 // source is what the image records of the source it was built from.

@@ -14,7 +14,15 @@ UNIT_PKGS = $$(go list ./... | grep -v /test/e2e)
 # a hang fails after 30 and .ci/run ends well inside CI's 90 (docs/testing.md, "make test").
 TEST_TIMEOUT ?= 30m
 
-.PHONY: build generate verify test test-unit test-e2e tools cluster-up cluster-down run bench
+# The controller's image (docs/install.md, "The image"): its name and tag default to those
+# manifests/kustomization.yaml gives the Deployment, so a loaded `make image` is what
+# `kubectl apply -k manifests/` runs; VERSION is what the binary reports.
+IMAGE ?= $(shell sed -n 's/^ *newName: *//p' manifests/kustomization.yaml)
+TAG ?= $(shell sed -n 's/^ *newTag: *//p' manifests/kustomization.yaml)
+VERSION ?= $(shell hack/version.sh)
+IMAGE_ARCHIVE ?= _output/image/t9k-job-controller.oci.tar
+
+.PHONY: build generate verify test test-unit test-e2e tools cluster-up cluster-down run bench image push release
 
 build: ## compile everything
 	go build ./...
@@ -27,6 +35,15 @@ verify: ## gofmt, go vet, and generated code up to date
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
 	go vet ./...
 	hack/verify-codegen.sh
+
+image: ## build the controller's image, linux/amd64 and linux/arm64, as an OCI archive: $(IMAGE_ARCHIVE), named $(IMAGE):$(TAG)
+	go run ./hack/image build --image $(IMAGE):$(TAG) --version $(VERSION) --out $(IMAGE_ARCHIVE) --digest-file $(IMAGE_ARCHIVE).digest
+
+push: image ## build the image and push it, every platform, to $(IMAGE):$(TAG) with your registry credentials (docker login)
+	go run ./hack/image push --archive $(IMAGE_ARCHIVE) --image $(IMAGE):$(TAG)
+
+release: ## VERSION=vX.Y.Z: dist/ with install.yaml (the image pinned by digest), the image archive and SHA256SUMS
+	IMAGE=$(IMAGE) VERSION=$(VERSION) hack/release.sh
 
 tools: ## build (once) the local control plane's binaries
 	@hack/lib/tools.sh >/dev/null

@@ -21,7 +21,7 @@ import (
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
 
-// Pod annotations the local cluster's kwok reads (README, Testing).
+// Pod annotations the local cluster's kwok reads (docs/testing.md, "Fake nodes").
 const (
 	exitCodeAnnotation = "test.batch.tensorstack.dev/exit-code"
 	runTimeAnnotation  = "test.batch.tensorstack.dev/run-time"

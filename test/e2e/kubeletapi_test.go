@@ -30,7 +30,7 @@ import (
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
 
-// The kubelet API of the process node (README, "The process node"): kubectl logs, exec,
+// The kubelet API of the process node (docs/testing.md, "The process node"): kubectl logs, exec,
 // attach and port-forward on pods that really run, through the API server, which reaches the
 // node with its kubelet client certificate.
 

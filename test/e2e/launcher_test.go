@@ -13,7 +13,7 @@ import (
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
 
-// The local cluster's launcher annotations (README, Testing): workers run until deleted, the
+// The local cluster's launcher annotations (docs/testing.md, "Fake nodes"): workers run until deleted, the
 // launcher ends as these say.
 const (
 	launcherExitCode = "test.batch.tensorstack.dev/launcher-exit-code"

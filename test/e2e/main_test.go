@@ -187,7 +187,7 @@ func connect() error {
 	return err
 }
 
-// installCRDs installs the CRDs the way the README tells users to, with client-side
+// installCRDs installs the CRDs the way docs/install.md ("From source") tells users to, with client-side
 // `kubectl apply`, and waits until they are served.
 func installCRDs(ctx context.Context) error {
 	if out, err := kubectl("apply", "-f", filepath.Join(repoRoot, "manifests", "crds")); err != nil {

@@ -413,8 +413,11 @@ func TestKueueEveryKind(t *testing.T) {
 	}
 	var checks []check
 
+	// The launcher kinds clean their workers up: a queued job's quota goes once none of its
+	// pods runs (TestKueueQuotaKeptWhileWorkersRun).
 	mpi := &batch.MPIJob{ObjectMeta: metav1.ObjectMeta{Name: "mpi", Labels: labels}, Spec: batch.MPIJobSpec{
-		Worker: batch.MPIWorkerSpec{Replicas: ptr.To[int32](2), Cmd: []string{"train"}, Template: template("")},
+		Worker:    batch.MPIWorkerSpec{Replicas: ptr.To[int32](2), Cmd: []string{"train"}, Template: template("")},
+		RunPolicy: batch.WorkerCleanUpPolicy{CleanUpWorkers: true},
 	}}
 	mpi.Spec.Worker.Template.Spec.Containers[0].Name = "mpi-worker"
 	launcherExits(&mpi.Spec.Worker.Template, "0") // workers run until the launcher ends
@@ -454,8 +457,9 @@ func TestKueueEveryKind(t *testing.T) {
 	}})
 
 	caj := &batch.ColossalAIJob{ObjectMeta: metav1.ObjectMeta{Name: "caj", Labels: labels}, Spec: batch.ColossalAIJobSpec{
-		Launcher: batch.ColossalAILauncher{Image: "trainer"},
-		Worker:   batch.ColossalAIWorkerSpec{Replicas: ptr.To[int32](2), Command: []string{"train.py"}, Template: template("")},
+		Launcher:  batch.ColossalAILauncher{Image: "trainer"},
+		Worker:    batch.ColossalAIWorkerSpec{Replicas: ptr.To[int32](2), Command: []string{"train.py"}, Template: template("")},
+		RunPolicy: batch.WorkerCleanUpPolicy{CleanUpWorkers: true},
 	}}
 	caj.Spec.Worker.Template.Spec.Containers[0].Name = "worker"
 	launcherExits(&caj.Spec.Worker.Template, "0")

@@ -22,7 +22,9 @@ import (
 // integrations do:
 //   - PodsReady, while admitted: True once every replica runs (Kueue's waitForPodsReady
 //     evicts a job whose pods do not all get there in time);
-//   - Finished, once the job has ended: Kueue releases its quota;
+//   - Finished, once the job has ended and none of its pods still runs: Kueue then releases
+//     its quota, and must never count less than what runs (a clean-up policy may keep pods
+//     running after the end: an MPIJob's sshd workers);
 //   - after an eviction, once the job's pods are gone: the admission is handed back
 //     (QuotaReserved False, no status.admission), which lets Kueue queue it again.
 
@@ -48,7 +50,8 @@ func workloadConditions(wl *kueue.Workload, d *Decision, pods []*corev1.Pod, now
 	evicted := meta.FindStatusCondition(conds, kueue.WorkloadEvicted)
 	switch {
 	case Finished(d.Status):
-		if !meta.IsStatusConditionTrue(conds, kueue.WorkloadFinished) {
+		// A pod being deleted runs until it is gone; one that ended holds nothing.
+		if !meta.IsStatusConditionTrue(conds, kueue.WorkloadFinished) && !anyRunning(pods) {
 			reason, message := "Succeeded", msgSucceeded
 			if d.Status.Phase == batch.JobFailed {
 				reason, message = "Failed", "The job has failed."
@@ -130,6 +133,22 @@ func conditionStatus(b bool) metav1.ConditionStatus {
 	return metav1.ConditionFalse
 }
 
+// keptRunning names the pods of an ended job that still run and that its decision does not
+// delete: those its clean-up policy keeps, which hold the job's quota as long as they run.
+func keptRunning(d *Decision, pods []*corev1.Pod) []string {
+	if !Finished(d.Status) {
+		return nil
+	}
+	var names []string
+	for _, p := range unlisted(live(pods), d.DeletePods) {
+		if !podEnded(p) {
+			names = append(names, p.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
 // anyRunning reports whether a pod may still run: one not yet gone that has not ended (one
 // being deleted runs until it is gone).
 func anyRunning(pods []*corev1.Pod) bool {
@@ -166,6 +185,11 @@ func (c *Controller) tellQueue(ctx context.Context, job Job, q *Queue, wl *kueue
 
 // syncWorkloadStatus writes what workloadConditions decided.
 func (c *Controller) syncWorkloadStatus(ctx context.Context, job Job, wl *kueue.Workload, d *Decision, pods []*corev1.Pod) error {
+	if kept := keptRunning(d, pods); len(kept) > 0 && d.Outcome != nil {
+		c.recorder.Eventf(job, corev1.EventTypeNormal, "QuotaKept",
+			"Kueue keeps the job's quota while %d of its replicas still run (%s): the job's clean-up policy keeps them; the quota is released once they have ended or been deleted",
+			len(kept), listed(kept, 10))
+	}
 	conds, release := workloadConditions(wl, d, pods, c.now())
 	if conds == nil {
 		return nil

@@ -387,6 +387,81 @@ func TestFinishedJobFinishesItsWorkload(t *testing.T) {
 	}
 }
 
+// endPod sets a pod's phase to an end, as the kubelet would report it.
+func (s *queueTest) endPod(t *testing.T, name string, phase corev1.PodPhase) {
+	t.Helper()
+	p, err := s.kube.CoreV1().Pods("ns").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := int32(0)
+	if phase == corev1.PodFailed {
+		code = 1
+	}
+	p.Status = corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "main",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.NewTime(now)}}}}}
+	if _, err := s.kube.CoreV1().Pods("ns").UpdateStatus(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.refresh(t)
+}
+
+// A job that ends while some of its pods still run (its clean-up policy keeps them: an
+// MPIJob's sshd workers with cleanUpWorkers false) keeps its quota until none runs: Kueue
+// must never count less than what runs. A pod that ended holds nothing; nor does one gone.
+func TestFinishedJobKeepsQuotaWhilePodsRun(t *testing.T) {
+	s := admittedJob(t)
+	s.c.adapter = &planOverride{Adapter: s.c.adapter, plan: func() *Plan {
+		// The ps ends the job, as a launcher does; the workers run on.
+		return &Plan{Groups: []Group{
+			{Type: "worker", Replicas: 2, Restart: batch.RestartOnFailure, Template: cpuTemplate},
+			{Type: "ps", Replicas: 1, Restart: batch.RestartNever, Template: cpuTemplate},
+		}, CleanUp: batch.CleanUpNone, Judge: func(rs Replicas) *Outcome {
+			if rs["ps"][0].Final {
+				return &Outcome{Succeeded: true, Message: "ps done"}
+			}
+			return nil
+		}}
+	}}
+	s.runAll(t)
+	s.step(t)
+	drain(s.events)
+	s.endPod(t, "job-ps-0", corev1.PodSucceeded)
+	s.step(t)
+	if job := s.job(t); job.Status.Phase != batch.JobSucceeded {
+		t.Fatalf("phase %s, want Succeeded", job.Status.Phase)
+	}
+	finished := func() bool {
+		return meta.IsStatusConditionTrue(s.workload(t).Status.Conditions, kueue.WorkloadFinished)
+	}
+	if finished() {
+		t.Fatal("the Workload is Finished while 2 workers still run: Kueue would count their quota free")
+	}
+	want := "Normal QuotaKept Kueue keeps the job's quota while 2 of its replicas still run (job-worker-0, job-worker-1)"
+	if events := drain(s.events); !strings.Contains(events, want) {
+		t.Errorf("no event saying the quota is kept; want %q in:\n%s", want, events)
+	}
+	if err := s.kube.CoreV1().Pods("ns").Delete(context.Background(), "job-worker-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.refresh(t)
+	s.step(t)
+	if finished() {
+		t.Fatal("the Workload is Finished while a worker still runs")
+	}
+	if events := drain(s.events); strings.Contains(events, "QuotaKept") {
+		t.Errorf("the QuotaKept event again on a later sync:\n%s", events)
+	}
+	s.endPod(t, "job-worker-1", corev1.PodFailed)
+	s.step(t)
+	if !finished() {
+		t.Fatalf("the Workload is not Finished once no pod runs: %+v", s.workload(t).Status.Conditions)
+	}
+	if n := len(s.pods(t)); n != 2 {
+		t.Errorf("%d pods, want the ps and the worker that ended, kept by the clean-up policy", n)
+	}
+}
+
 // Without Kueue's API a job that asks for a queue waits, saying so; nothing is created.
 func TestQueuedJobWithoutKueueWaits(t *testing.T) {
 	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), false, Options{})
@@ -565,7 +640,8 @@ func drain(r *record.FakeRecorder) string {
 }
 
 // A queued job that fails as written (its spec edited into one that cannot run) gives its
-// quota back: its Workload is marked Finished.
+// quota back: its Workload is marked Finished once its pods, which the failure deletes, are
+// gone.
 func TestInvalidJobFinishesItsWorkload(t *testing.T) {
 	s := admittedJob(t)
 	s.c.adapter = &planOverride{Adapter: s.c.adapter, err: fmt.Errorf("spec.replicaSpecs[0]: cannot run")}
@@ -573,6 +649,10 @@ func TestInvalidJobFinishesItsWorkload(t *testing.T) {
 	if job := s.job(t); job.Status.Phase != batch.JobFailed {
 		t.Fatalf("phase %s, want Failed", job.Status.Phase)
 	}
+	if meta.IsStatusConditionTrue(s.workload(t).Status.Conditions, kueue.WorkloadFinished) {
+		t.Fatal("the Workload is Finished while the failed job's pods are still going")
+	}
+	s.step(t) // the pods are gone
 	c := meta.FindStatusCondition(s.workload(t).Status.Conditions, kueue.WorkloadFinished)
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Failed" || !strings.Contains(c.Message, "cannot run") {
 		t.Fatalf("Finished %+v, want True, Failed, with the job's message", c)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -175,9 +176,12 @@ func (c *Controller) workloadObject(job Job, plan *Plan, q *queueRequest, curren
 		Build: func(metav1.Object) (metav1.Object, error) {
 			return &kueue.Workload{Spec: *spec.DeepCopy()}, nil
 		},
+		// The job's UID, as Kueue's integrations label their Workloads, is left out of the hash
+		// too: it never changes, and Workloads made before it was set stay as they are.
 		Unhashed: func(built metav1.Object) {
 			wl := built.(*kueue.Workload)
 			wl.Spec.Priority, wl.Spec.PriorityClassRef = priority, ref
+			wl.Labels[kueue.LabelJobUID] = string(job.GetUID())
 		},
 	}, nil
 }
@@ -205,8 +209,11 @@ func (c *Controller) queueState(q *queueRequest, wl *kueue.Workload) (*Queue, er
 		if ev.Reason == "Preempted" {
 			reason = reasonPreempted
 		}
-		return &Queue{Reason: reason, EvictionReason: ev.Reason,
-			Message: fmt.Sprintf("Kueue evicted the job (%s): %s It waits to be admitted again.", ev.Reason, sentence(ev.Message))}, nil
+		message := fmt.Sprintf("Kueue evicted the job (%s): %s", ev.Reason, sentence(ev.Message))
+		if by := c.preemptor(ev.Message); by != "" {
+			message += " " + by + " took its place."
+		}
+		return &Queue{Reason: reason, EvictionReason: ev.Reason, Message: message + " It waits to be admitted again."}, nil
 	}
 	if meta.IsStatusConditionTrue(conds, kueue.WorkloadAdmitted) && wl.Status.Admission != nil {
 		podSets, err := c.admitted(wl)
@@ -222,6 +229,33 @@ func (c *Controller) queueState(q *queueRequest, wl *kueue.Workload) (*Queue, er
 		return &Queue{Reason: reasonQueued, Message: waiting + ": " + sentence(r.Message)}, nil
 	}
 	return &Queue{Reason: reasonQueued, Message: waiting + "."}, nil
+}
+
+// preemptorUID finds the preempting job's UID in Kueue's preemption message: "Preempted to
+// accommodate a workload (UID: ..., JobUID: ...) due to ...".
+var preemptorUID = regexp.MustCompile(`JobUID: ([0-9A-Za-z-]+)\)`)
+
+// preemptor names the job of the controller's kinds whose Workload preempted this one, from
+// Kueue's message and the Workloads' cache ("": another kind of workload, or unknown).
+func (c *Controller) preemptor(message string) string {
+	m := preemptorUID.FindStringSubmatch(message)
+	if m == nil {
+		return ""
+	}
+	for _, cc := range c.caches {
+		if cc.kind.Kind != WorkloadKind {
+			continue
+		}
+		objs, _ := cc.indexer.ByIndex(byJob, m[1])
+		for _, obj := range objs {
+			if o, ok := obj.(metav1.Object); ok {
+				if ref := metav1.GetControllerOfNoCopy(o); ref != nil && string(ref.UID) == m[1] {
+					return fmt.Sprintf("%s %s/%s", ref.Kind, o.GetNamespace(), ref.Name)
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // sentence ends a message from elsewhere with a full stop.

@@ -17,6 +17,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
@@ -363,6 +364,34 @@ func TestEvictedJobStopsAndRequeues(t *testing.T) {
 	s.step(t)
 	if n := len(s.pods(t)); n != 3 {
 		t.Fatalf("%d pods after the job was admitted again, want 3", n)
+	}
+}
+
+// The Workload carries its job's UID as Kueue's integrations label theirs, which Kueue writes
+// into the message of the workloads it preempts for it; a job preempted by a job of the
+// controller's kinds names it.
+func TestPreemptedJobNamesThePreemptor(t *testing.T) {
+	s := admittedJob(t)
+	if uid := s.workload(t).Labels[kueue.LabelJobUID]; uid != "job-uid" {
+		t.Fatalf("the Workload's %s label is %q, want the job's UID", kueue.LabelJobUID, uid)
+	}
+	high := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "mpijob-high", Namespace: "ns", UID: "high-wl-uid",
+		Labels:          map[string]string{batch.LabelJobName: "high", batch.LabelControllerUID: "high-uid", kueue.LabelJobUID: "high-uid"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: batch.SchemeGroupVersion.String(), Kind: "MPIJob", Name: "high", UID: "high-uid", Controller: ptr.To(true)}},
+	}}
+	if _, err := s.kueue.KueueV1beta2().Workloads("ns").Create(context.Background(), high, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.kueueDecides(t, func(wl *kueue.Workload) {
+		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "Preempted",
+			Message: "Preempted to accommodate a workload (UID: high-wl-uid, JobUID: high-uid) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq"})
+	})
+	s.step(t)
+	running := conditionOf(&s.job(t).Status, batch.JobConditionRunning)
+	for _, want := range []string{"JobUID: high-uid", "MPIJob ns/high took its place."} {
+		if running.Reason != reasonPreempted || !strings.Contains(running.Message, want) {
+			t.Errorf("Running %+v: want Preempted, saying %q", running, want)
+		}
 	}
 }
 

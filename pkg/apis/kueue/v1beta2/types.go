@@ -11,6 +11,9 @@ const (
 	LabelQueueName = "kueue.x-k8s.io/queue-name"
 	// LabelPriorityClass names the WorkloadPriorityClass that orders the job in its queue.
 	LabelPriorityClass = "kueue.x-k8s.io/priority-class"
+	// LabelJobUID, on a Workload, holds the UID of the job it stands for: Kueue names the
+	// preempting job by it in a preempted workload's message.
+	LabelJobUID = "kueue.x-k8s.io/job-uid"
 )
 
 // Workload condition types Kueue sets, and those the job's controller sets.

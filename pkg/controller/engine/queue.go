@@ -186,6 +186,42 @@ func (c *Controller) workloadObject(job Job, plan *Plan, q *queueRequest, curren
 	}, nil
 }
 
+// workloadChange says what differs between a job's Workload, as the cache keeps it (its
+// LocalQueue, its pod sets' names and counts), and the one built now: "LocalQueue changed from
+// "a" to "b"", "replicas changed (worker: 2 to 4; ps: removed)", or else "pod templates
+// changed" (the cache keeps no template).
+func workloadChange(have, built *kueue.Workload) string {
+	var changes []string
+	if have.Spec.QueueName != built.Spec.QueueName {
+		changes = append(changes, fmt.Sprintf("LocalQueue changed from %q to %q", have.Spec.QueueName, built.Spec.QueueName))
+	}
+	counts := map[string]int32{}
+	for _, ps := range have.Spec.PodSets {
+		counts[ps.Name] = ps.Count
+	}
+	var replicas []string
+	for _, ps := range built.Spec.PodSets {
+		n, had := counts[ps.Name]
+		delete(counts, ps.Name)
+		switch {
+		case !had:
+			replicas = append(replicas, fmt.Sprintf("%s: added, %d", ps.Name, ps.Count))
+		case n != ps.Count:
+			replicas = append(replicas, fmt.Sprintf("%s: %d to %d", ps.Name, n, ps.Count))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		replicas = append(replicas, name+": removed")
+	}
+	if len(replicas) > 0 {
+		changes = append(changes, "replicas changed ("+strings.Join(replicas, "; ")+")")
+	}
+	if len(changes) == 0 {
+		return "pod templates changed"
+	}
+	return strings.Join(changes, " and its ")
+}
+
 // waitError is a reason a queued job cannot be queued yet that a person must fix: the job
 // waits with it as its condition.
 type waitError struct{ reason, message string }
@@ -385,15 +421,16 @@ func (c *Controller) enqueue(job Job, plan *Plan, children Children) (*kueue.Wor
 		return nil, 0, err
 	}
 	if wl != nil {
-		// The job changed what its Workload holds (its replicas or templates): Kueue cannot
-		// change an admitted Workload, so the job stops, and its Workload is made again
-		// once its pods are gone.
+		// The job changed what its Workload holds (its LocalQueue, replicas or templates):
+		// Kueue cannot change an admitted Workload, so the job stops, and its Workload is made
+		// again once its pods are gone.
 		built, err := buildObject(job, obj, wl)
 		if err != nil {
 			return nil, 0, err
 		}
 		if builtOtherwise(wl, built) {
-			plan.Queue = &Queue{Reason: reasonQueued, Message: "The job's replicas changed: its Workload is made again once its pods are gone, and Kueue admits it anew."}
+			plan.Queue = &Queue{Reason: reasonQueued, Message: "The job's " + workloadChange(wl, built.(*kueue.Workload)) +
+				": it is queued anew, with a new Workload once its pods are gone."}
 			if running {
 				obj = keep
 			}

@@ -594,6 +594,9 @@ func TestChangedQueuedJobIsQueuedAnew(t *testing.T) {
 	if running.Reason != "Queued" || len(s.pods(t)) != 0 {
 		t.Fatalf("Running %+v and %d pods: want the job stopped and queued", running, len(s.pods(t)))
 	}
+	if want := "The job's replicas changed (worker: 2 to 4; ps: removed): it is queued anew"; !strings.HasPrefix(running.Message, want) {
+		t.Errorf("Running message %q, want it to start %q", running.Message, want)
+	}
 	if wl := s.workload(t); len(wl.Spec.PodSets) != 2 {
 		t.Fatalf("the old Workload went before the pods were gone: %+v", wl.Spec)
 	}
@@ -610,6 +613,37 @@ func TestChangedQueuedJobIsQueuedAnew(t *testing.T) {
 	}
 	if len(s.pods(t)) != 0 {
 		t.Fatal("pods of a job waiting for its new admission")
+	}
+}
+
+// A job re-queued for a change says what changed: its LocalQueue, or its pod templates.
+func TestRequeuedJobSaysWhatChanged(t *testing.T) {
+	s := admittedJob(t)
+	s.runAll(t)
+	s.step(t)
+	s.editSpec(t, func(job *batch.GenericJob) { job.Labels[kueue.LabelQueueName] = "team-b" })
+	s.step(t)
+	running := conditionOf(&s.job(t).Status, batch.JobConditionRunning)
+	if want := `The job's LocalQueue changed from "team-a" to "team-b": it is queued anew`; running.Reason != "Queued" || !strings.HasPrefix(running.Message, want) {
+		t.Fatalf("Running %+v: want Queued, starting %q", running, want)
+	}
+
+	s = admittedJob(t)
+	s.c.adapter = &planOverride{Adapter: s.c.adapter, plan: func() *Plan {
+		other := func(rank int32) corev1.PodTemplateSpec {
+			tmpl := cpuTemplate(rank)
+			tmpl.Spec.Containers[0].Image = "trainer:2"
+			return tmpl
+		}
+		return &Plan{Groups: []Group{
+			{Type: "worker", Replicas: 2, Restart: batch.RestartOnFailure, Template: other},
+			{Type: "ps", Replicas: 1, Restart: batch.RestartNever, Template: cpuTemplate},
+		}, Judge: allSucceed}
+	}}
+	s.step(t)
+	running = conditionOf(&s.job(t).Status, batch.JobConditionRunning)
+	if want := "The job's pod templates changed: it is queued anew"; !strings.HasPrefix(running.Message, want) {
+		t.Fatalf("Running %+v: want it to start %q", running, want)
 	}
 }
 

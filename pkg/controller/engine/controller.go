@@ -109,6 +109,7 @@ func New(adapter Adapter, clients Clients, children Informers, recorder record.E
 	if children.Kueue != nil {
 		c.queues = newQueueListers(children.KueueCluster)
 		c.synced = append(c.synced, c.queues.synced...)
+		c.watchPriorityClasses(children.KueueCluster.Kueue().V1beta2().WorkloadPriorityClasses().Informer())
 	}
 	c.watchJobs()
 	metrics.ReportJobs(kind, func() []string {
@@ -218,7 +219,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if err != nil {
 		return 0, err
 	}
-	workload, queueRetry, err := c.enqueue(job, plan, children)
+	workload, err := c.enqueue(job, plan, children)
 	var invalid *InvalidQueueError
 	switch {
 	case errors.As(err, &invalid):
@@ -229,9 +230,6 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	d := Decide(job, plan, children, c.now())
 	if d.BuildErr != nil {
 		return 0, d.BuildErr
-	}
-	if queueRetry > 0 {
-		d.RequeueAfter = minPositive(d.RequeueAfter, queueRetry)
 	}
 	wasWaiting := conditionOf(job.JobStatus(), batch.JobConditionRunning).Reason // apply writes the new status into job
 	if err := c.apply(ctx, key, job, d); err != nil {

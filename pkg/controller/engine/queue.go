@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -222,6 +221,29 @@ func workloadChange(have, built *kueue.Workload) string {
 	return strings.Join(changes, " and its ")
 }
 
+// watchPriorityClasses syncs, when a WorkloadPriorityClass is created, the jobs of the kind
+// that name it: one that waits for it makes its Workload, one whose label changed to it takes
+// its priority. The classes listed at start need not: every job is synced then.
+func (c *Controller) watchPriorityClasses(informer cache.SharedIndexInformer) {
+	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			class, ok := obj.(metav1.Object)
+			if !ok || initial {
+				return
+			}
+			for _, o := range c.adapter.Informer().GetStore().List() {
+				job, ok := o.(Job)
+				if !ok || job.GetLabels()[kueue.LabelPriorityClass] != class.GetName() || Finished(job.JobStatus()) {
+					continue
+				}
+				if key, err := cache.MetaNamespaceKeyFunc(job); err == nil {
+					c.queue.Add(key)
+				}
+			}
+		},
+	})
+}
+
 // waitError is a reason a queued job cannot be queued yet that a person must fix: the job
 // waits with it as its condition.
 type waitError struct{ reason, message string }
@@ -361,10 +383,6 @@ func workloadOf(objects []metav1.Object) *kueue.Workload {
 	return nil
 }
 
-// queueRetry is how often a job that waits for something no event announces (a
-// WorkloadPriorityClass to be created) looks again.
-const queueRetry = 30 * time.Second
-
 // InvalidQueueError is a queue request that cannot be met as the job is written: the job
 // fails with it.
 type InvalidQueueError struct{ message string }
@@ -373,15 +391,16 @@ func (e *InvalidQueueError) Error() string { return e.message }
 
 // enqueue puts a job that asks for a queue in it: the plan gets the queue's verdict and the
 // Workload among its objects (none while the job is paused, once its pods are gone: its quota
-// is handed back). It returns the job's Workload (nil: none yet) and how soon to look again
-// (0: events will tell).
-func (c *Controller) enqueue(job Job, plan *Plan, children Children) (*kueue.Workload, time.Duration, error) {
+// is handed back). It returns the job's Workload (nil: none yet). What the job waits for,
+// events announce: its Workload's, and a WorkloadPriorityClass's creation
+// (watchPriorityClasses).
+func (c *Controller) enqueue(job Job, plan *Plan, children Children) (*kueue.Workload, error) {
 	q := c.queueRequest(job, plan)
 	if q == nil {
-		return nil, 0, nil
+		return nil, nil
 	}
 	if len(plan.Groups) > maxPodSets {
-		return nil, 0, &InvalidQueueError{fmt.Sprintf("Kueue admits jobs of at most %d replica types, and this job has %d: run it outside Kueue's queues, or with fewer replica types.",
+		return nil, &InvalidQueueError{fmt.Sprintf("Kueue admits jobs of at most %d replica types, and this job has %d: run it outside Kueue's queues, or with fewer replica types.",
 			maxPodSets, len(plan.Groups))}
 	}
 	wl := workloadOf(children.Objects)
@@ -391,15 +410,15 @@ func (c *Controller) enqueue(job Job, plan *Plan, children Children) (*kueue.Wor
 		if wl != nil {
 			plan.Objects = append(plan.Objects, Object{Kind: WorkloadKind, Name: wl.Name, Keep: true})
 		}
-		return wl, 0, nil
+		return wl, nil
 	}
 	state, err := c.queueState(q, wl)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	plan.Queue = state
 	if c.queues == nil {
-		return wl, 0, nil
+		return wl, nil
 	}
 	// A Workload goes only once the job's pods have: deleting it gives its quota back, which
 	// Kueue may then admit another job onto.
@@ -409,16 +428,16 @@ func (c *Controller) enqueue(job Job, plan *Plan, children Children) (*kueue.Wor
 		if wl != nil && running {
 			plan.Objects = append(plan.Objects, keep)
 		}
-		return wl, 0, nil
+		return wl, nil
 	}
 	obj, err := c.workloadObject(job, plan, q, wl)
 	var wait *waitError
 	switch {
 	case errors.As(err, &wait):
 		plan.Queue = &Queue{Reason: wait.reason, Message: wait.message}
-		return wl, queueRetry, nil
+		return wl, nil
 	case err != nil:
-		return nil, 0, err
+		return nil, err
 	}
 	if wl != nil {
 		// The job changed what its Workload holds (its LocalQueue, replicas or templates):
@@ -426,7 +445,7 @@ func (c *Controller) enqueue(job Job, plan *Plan, children Children) (*kueue.Wor
 		// again once its pods are gone.
 		built, err := buildObject(job, obj, wl)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if builtOtherwise(wl, built) {
 			plan.Queue = &Queue{Reason: reasonQueued, Message: "The job's " + workloadChange(wl, built.(*kueue.Workload)) +
@@ -437,5 +456,5 @@ func (c *Controller) enqueue(job Job, plan *Plan, children Children) (*kueue.Wor
 		}
 	}
 	plan.Objects = append(plan.Objects, obj)
-	return wl, 0, nil
+	return wl, nil
 }

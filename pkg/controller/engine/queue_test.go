@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
@@ -540,17 +541,39 @@ func TestT9kSchedulerAsKueue(t *testing.T) {
 	}
 }
 
-// A priority class that does not exist keeps the job waiting, saying which, and it looks
-// again later (no event announces the class).
+// A priority class that does not exist keeps the job waiting, saying which, with no timer:
+// the class's creation syncs the job, which then makes its Workload.
 func TestMissingPriorityClassWaits(t *testing.T) {
 	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a", kueue.LabelPriorityClass: "nope"}), true, Options{})
-	if wait := s.sync(t); wait != queueRetry {
-		t.Fatalf("sync returned %s: want to look again in %s", wait, queueRetry)
+	if wait := s.sync(t); wait != 0 {
+		t.Fatalf("sync returned %s: want no timer, the class's creation syncs the job", wait)
 	}
 	s.refresh(t)
 	running := conditionOf(&s.job(t).Status, batch.JobConditionRunning)
 	if !strings.Contains(running.Message, `WorkloadPriorityClass "nope"`) {
 		t.Fatalf("Running %+v: want the missing class named", running)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.cluster.Start(ctx.Done())
+	s.cluster.WaitForCacheSync(ctx.Done())
+	class := &kueue.WorkloadPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "nope"}, Value: 7}
+	if err := s.kueue.Tracker().Add(class); err != nil { // the client only reads classes
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return s.c.queue.Len() > 0, nil
+	})
+	if err != nil {
+		t.Fatal("the job was not synced when the class it waits for was created")
+	}
+	if key, _ := s.c.queue.Get(); key != s.jobKey {
+		t.Fatalf("synced %q, want the job %q", key, s.jobKey)
+	}
+	s.step(t)
+	if wl := s.workload(t); wl.Spec.Priority == nil || *wl.Spec.Priority != 7 {
+		t.Fatalf("Workload priority %v, want the class's 7", wl.Spec.Priority)
 	}
 }
 

@@ -112,7 +112,7 @@ func TestCapabilities(t *testing.T) {
 		{name: "add ALL, drop one", fromImage: true,
 			sc: corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"ALL"}, Drop: []corev1.Capability{"net_raw"}}}},
 		{name: "add and drop the same", fromImage: true,
-			sc: corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}, Drop: []corev1.Capability{"SYS_ADMIN", "KILL"}}},
+			sc:   corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}, Drop: []corev1.Capability{"SYS_ADMIN", "KILL"}}},
 			want: strings.Replace(defaults, "KILL,", "", 1)},
 		{name: "privileged", fromImage: true, sc: corev1.SecurityContext{Privileged: ptr.To(true),
 			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}, want: "unchanged"},

@@ -39,6 +39,11 @@ var kwokConfig []byte
 // FakeNodeAnnotation marks the nodes kwok manages.
 const FakeNodeAnnotation = "kwok.x-k8s.io/node"
 
+// ServiceCIDR is the range of the cluster's Service addresses (kube-apiserver's
+// --service-cluster-ip-range): the kubernetes Service has its first address, 10.96.0.1, which
+// the API server's serving certificate names. The process node takes it as --service-cidr.
+const ServiceCIDR = "10.96.0.0/16"
+
 // Options configure a cluster.
 type Options struct {
 	// BinDir holds etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok.
@@ -139,7 +144,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+filepath.Join(dir, "sa.key"),
 		"--service-account-signing-key-file="+filepath.Join(dir, "sa.key"),
-		"--service-cluster-ip-range=10.96.0.0/16",
+		"--service-cluster-ip-range="+ServiceCIDR,
 		"--endpoint-reconciler-type=none", // no endpoints for the loopback apiserver
 		"--allow-privileged=true",
 		// Kubelets (the process node): the API server reaches them at their InternalIP (the

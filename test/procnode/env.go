@@ -11,10 +11,21 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
+// envInputs are what a container's environment is made of besides its pod.
+type envInputs struct {
+	kube  kubernetes.Interface
+	podIP string
+	// services are the variables of the Services the pod sees (svcenv.go), KEY=VALUE.
+	services []string
+}
+
 // containerEnv is a container's environment as a kubelet makes it: envFrom first, then env in
-// order, each value with $(VAR) references to earlier variables expanded; field references,
-// and Secret and ConfigMap keys, read from the API.
-func containerEnv(ctx context.Context, kube kubernetes.Interface, pod *corev1.Pod, podIP string, c *corev1.Container) ([]string, error) {
+// order, each value with $(VAR) references to earlier variables (and to the Services'
+// variables) expanded; field and resource references, and Secret and ConfigMap keys, read
+// from the API; then the Services' variables the container does not set. The image's
+// variables and the runtime's (PATH, HOME, HOSTNAME) are added later (processEnv).
+func containerEnv(ctx context.Context, in envInputs, pod *corev1.Pod, c *corev1.Container) ([]string, error) {
+	kube := in.kube
 	vars := map[string]string{}
 	var order []string
 	set := func(k, v string) {
@@ -22,6 +33,18 @@ func containerEnv(ctx context.Context, kube kubernetes.Interface, pod *corev1.Po
 			order = append(order, k)
 		}
 		vars[k] = v
+	}
+	services := map[string]string{}
+	for _, kv := range in.services {
+		k, v, _ := strings.Cut(kv, "=")
+		services[k] = v
+	}
+	lookup := func(name string) (string, bool) {
+		if v, ok := vars[name]; ok {
+			return v, true
+		}
+		v, ok := services[name]
+		return v, ok
 	}
 	for _, from := range c.EnvFrom {
 		data, err := sourceData(ctx, kube, pod.Namespace, from)
@@ -38,22 +61,20 @@ func containerEnv(ctx context.Context, kube kubernetes.Interface, pod *corev1.Po
 		}
 	}
 	for _, e := range c.Env {
-		v := expand(e.Value, vars)
+		v := expandWith(e.Value, lookup)
 		if s := e.ValueFrom; s != nil {
 			var err error
-			if v, err = valueFrom(ctx, kube, pod, podIP, s); err != nil {
+			if v, err = valueFrom(ctx, kube, pod, in.podIP, c, s); err != nil {
 				return nil, fmt.Errorf("env %s: %w", e.Name, err)
 			}
 		}
 		set(e.Name, v)
 	}
-	if _, ok := vars["PATH"]; !ok {
-		set("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	for _, kv := range in.services {
+		if k, v, _ := strings.Cut(kv, "="); !hasVar(vars, k) {
+			set(k, v)
+		}
 	}
-	if _, ok := vars["HOME"]; !ok {
-		set("HOME", "/root")
-	}
-	set("HOSTNAME", hostnameOf(pod))
 	out := make([]string, 0, len(order))
 	for _, k := range order {
 		out = append(out, k+"="+vars[k])
@@ -90,10 +111,12 @@ func sourceData(ctx context.Context, kube kubernetes.Interface, ns string, from 
 	return nil, nil
 }
 
-func valueFrom(ctx context.Context, kube kubernetes.Interface, pod *corev1.Pod, podIP string, s *corev1.EnvVarSource) (string, error) {
+func valueFrom(ctx context.Context, kube kubernetes.Interface, pod *corev1.Pod, podIP string, c *corev1.Container, s *corev1.EnvVarSource) (string, error) {
 	switch {
 	case s.FieldRef != nil:
 		return fieldValue(pod, podIP, s.FieldRef.FieldPath)
+	case s.ResourceFieldRef != nil:
+		return resourceValue(pod, c, s.ResourceFieldRef)
 	case s.SecretKeyRef != nil:
 		sec, err := kube.CoreV1().Secrets(pod.Namespace).Get(ctx, s.SecretKeyRef.Name, metav1.GetOptions{})
 		if err != nil {
@@ -142,9 +165,22 @@ func fieldValue(pod *corev1.Pod, podIP, path string) (string, error) {
 	return "", fmt.Errorf("field %s is not supported", path)
 }
 
+func hasVar(vars map[string]string, k string) bool {
+	_, ok := vars[k]
+	return ok
+}
+
 // expand replaces $(VAR) with the value of VAR where it is defined, as Kubernetes does:
 // $$ is a literal $, and a reference to an undefined variable stays as written.
 func expand(s string, vars map[string]string) string {
+	return expandWith(s, func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	})
+}
+
+// expandWith is expand with the variables of lookup.
+func expandWith(s string, lookup func(string) (string, bool)) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		if s[i] != '$' || i+1 >= len(s) {
@@ -162,7 +198,7 @@ func expand(s string, vars map[string]string) string {
 				return b.String()
 			}
 			name := s[i+2 : i+2+end]
-			if v, ok := vars[name]; ok {
+			if v, ok := lookup(name); ok {
 				b.WriteString(v)
 			} else {
 				b.WriteString(s[i : i+3+end])
@@ -173,22 +209,4 @@ func expand(s string, vars map[string]string) string {
 		}
 	}
 	return b.String()
-}
-
-// command is what a container runs: its command and args with $(VAR) expanded (the image is
-// not used, so a container must name its program).
-func command(c *corev1.Container, env []string) ([]string, error) {
-	vars := map[string]string{}
-	for _, e := range env {
-		k, v, _ := strings.Cut(e, "=")
-		vars[k] = v
-	}
-	argv := append(append([]string{}, c.Command...), c.Args...)
-	if len(argv) == 0 {
-		return nil, fmt.Errorf("container %s names no command: the process node runs the machine's programs, not images", c.Name)
-	}
-	for i := range argv {
-		argv[i] = expand(argv[i], vars)
-	}
-	return argv, nil
 }

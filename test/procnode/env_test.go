@@ -52,7 +52,7 @@ func TestContainerEnv(t *testing.T) {
 			{Name: "GREETING", Value: "hi $(WHO) in $(APP)"},
 		},
 	}
-	env, err := containerEnv(context.Background(), kube, pod, "10.0.0.5", c)
+	env, err := containerEnv(context.Background(), envInputs{kube: kube, podIP: "10.0.0.5"}, pod, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,11 +60,11 @@ func TestContainerEnv(t *testing.T) {
 	if !reflect.DeepEqual(env[:len(want)], want) {
 		t.Errorf("env %q, want it to start with %q", env, want)
 	}
-	argv, err := command(c, env)
+	argv, err := command(c, env, nil)
 	if err != nil || !reflect.DeepEqual(argv, []string{"run", "--mode=fast", "p@10.0.0.5"}) {
 		t.Errorf("command %q (%v)", argv, err)
 	}
-	if _, err := command(&corev1.Container{Name: "empty"}, env); err == nil {
+	if _, err := command(&corev1.Container{Name: "empty"}, env, nil); err == nil {
 		t.Error("a container with no command ran")
 	}
 }

@@ -36,14 +36,18 @@ func (e execer) ExecInContainer(ctx context.Context, _, _, _ string, cmd []strin
 		return fmt.Errorf("cannot exec in a stopped container: %s has ended", c.spec.Name)
 	default:
 	}
-	args := []string{"--target", strconv.Itoa(c.cmd.Process.Pid), "--mount", "--uts", "--pid", "--net=" + c.netns,
-		"--wd"} // the init's working directory, in its mount namespace: the command's when it names none
-	if c.spec.WorkingDir != "" {
+	args := append([]string{"--target", strconv.Itoa(c.cmd.Process.Pid), "--mount", "--uts", "--pid", "--net=" + c.netns},
+		c.userArgs()...) // the container's user and group
+	switch {
+	case c.dir == "":
+		args = append(args, "--wd", "--") // the init's working directory, in its mount namespace: the root
+	case c.image != nil:
+		// An image has no env(1) to change directory with: nsenter changes to it inside.
+		args = append(args, "--wdns="+c.dir, "--")
+	default:
 		// nsenter opens a --wd=DIR before it enters the namespaces, where a directory of the
 		// container's mounts is not: env changes to it inside.
-		args = append(args, "--", "/usr/bin/env", "--chdir="+c.spec.WorkingDir, "--")
-	} else {
-		args = append(args, "--")
+		args = append(args, "--wd", "--", "/usr/bin/env", "--chdir="+c.dir, "--")
 	}
 	p := &session{Cmd: exec.Command("nsenter", append(args, cmd...)...)}
 	p.Env = c.env // nsenter passes it on; the command is found in its PATH

@@ -60,6 +60,11 @@ type containerSpec struct {
 	// The command's stdin, stdout and stderr are the init's fds 3, 4 and 5 (stdio.go); with
 	// TTY they are a terminal, which becomes the command's controlling terminal.
 	TTY bool
+	// Image is the unpacked root file system of the container's image, the lower layer of its
+	// root; empty: the machine's root (rootfs.go).
+	Image string
+	// Security is what the command runs with (security.go, applied by secure.go).
+	Security processSecurity
 }
 
 type mount struct {
@@ -114,7 +119,16 @@ func runContainer(specPath string) int {
 			return fail("workingDir: %v", err)
 		}
 	}
+	if s.Security.ReadOnlyRoot {
+		// The root only: the mounts on it (volumes, /dev, /proc, hosts) keep their own flags.
+		if err := unix.Mount("", "/", "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+			return fail("a read-only root: %v", err)
+		}
+	}
 	path := lookPath(s.Command[0], s.Env)
+	if err := secureThread(s.Security); err != nil {
+		return fail("%v", err)
+	}
 	proc, err := os.StartProcess(path, s.Command, &os.ProcAttr{Dir: s.Dir, Env: s.Env, Files: stdio,
 		Sys: &syscall.SysProcAttr{Setsid: true, Setctty: s.TTY}})
 	if err != nil {

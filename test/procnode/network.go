@@ -23,7 +23,10 @@ import (
 type network struct {
 	prefix  netip.Prefix
 	gateway netip.Addr
-	holder  *os.Process // holds the node's namespace
+	// services is the range of the cluster's Service addresses: all of it is local to the
+	// node's namespace (services.go).
+	services netip.Prefix
+	holder   *os.Process // holds the node's namespace
 
 	mu   sync.Mutex
 	used map[netip.Addr]bool
@@ -55,13 +58,20 @@ func ip(holder *os.Process, args ...string) error {
 	return nil
 }
 
-func newNetwork(cidr string) (*network, error) {
+func newNetwork(cidr, serviceCIDR string) (*network, error) {
 	prefix, err := netip.ParsePrefix(cidr)
 	if err != nil || !prefix.Addr().Is4() || prefix.Bits() > 28 {
 		return nil, fmt.Errorf("pod range %q: want an IPv4 range of at least 16 addresses, such as 10.250.0.0/24", cidr)
 	}
-	prefix = prefix.Masked()
-	n := &network{prefix: prefix, gateway: prefix.Addr().Next(), used: map[netip.Addr]bool{}}
+	services, err := netip.ParsePrefix(serviceCIDR)
+	if err != nil || !services.Addr().Is4() {
+		return nil, fmt.Errorf("service range %q: want an IPv4 range, such as 10.96.0.0/16", serviceCIDR)
+	}
+	prefix, services = prefix.Masked(), services.Masked()
+	if prefix.Overlaps(services) {
+		return nil, fmt.Errorf("the pod range %s overlaps the service range %s", prefix, services)
+	}
+	n := &network{prefix: prefix, gateway: prefix.Addr().Next(), services: services, used: map[netip.Addr]bool{}}
 	if n.holder, err = holdNamespace(); err != nil {
 		return nil, err
 	}
@@ -71,6 +81,10 @@ func newNetwork(cidr string) (*network, error) {
 		{"link", "add", "br0", "type", "bridge"},
 		{"addr", "add", bridge, "dev", "br0"},
 		{"link", "set", "br0", "up"},
+		// Every Service address is the node namespace's own, as kube-proxy makes them a
+		// node's: pods reach them through their default route, and the node's proxies
+		// listen on them (services.go).
+		{"route", "add", "local", services.String(), "dev", "lo"},
 	} {
 		if err := ip(n.holder, args...); err != nil {
 			n.close()
@@ -177,13 +191,42 @@ var hostNetNS = func() int {
 
 // dial tells whether something listens at addr, from the node's namespace (a tcpSocket
 // probe).
-func (n *network) dial(ctx context.Context, addr string) bool {
-	return n.inNamespace(func() error {
-		d := net.Dialer{Timeout: time.Second}
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			c.Close()
-		}
+func (n *network) dial(ctx context.Context, addr string, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := n.dialContext(ctx, "tcp", addr)
+	if err == nil {
+		c.Close()
+	}
+	return err == nil
+}
+
+// dialContext connects to addr from the node's namespace: only a pod's address (or a
+// Service's, the node's own) can be reached from there, and only those are dialled.
+func (n *network) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !n.prefix.Contains(ip) && !n.services.Contains(ip) {
+		return nil, fmt.Errorf("%s is not an address of the node's network %s", host, n.prefix)
+	}
+	var c net.Conn
+	err = n.inNamespace(func() (err error) {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, network, addr)
 		return err
-	}) == nil
+	})
+	return c, err
+}
+
+// listen opens a TCP listener at addr in the node's namespace.
+func (n *network) listen(addr string) (net.Listener, error) {
+	var l net.Listener
+	err := n.inNamespace(func() (err error) {
+		l, err = net.Listen("tcp", addr)
+		return err
+	})
+	return l, err
 }

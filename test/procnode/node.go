@@ -1,11 +1,35 @@
 // Package procnode is a small kubelet for tests: it registers a Node and runs the pods bound
 // to it as real processes on this machine, each pod in network, mount, UTS and PID
 // namespaces of its own, with its volumes, environment and names as a cluster gives them
-// (DESIGN §6). Images are ignored: the machine's programs stand in for them. It needs root.
+// (DESIGN §6). It needs root.
 //
 // Pods land on it only if they select the label node.t9k.dev/runtime=process and tolerate
 // its taint of the same key, so the fake (kwok) nodes of the test cluster keep every other
 // pod.
+//
+// Images: a container whose image the node was given as an OCI archive (Options.
+// ImageArchives, images.go) runs from that image's root file system, with its entrypoint,
+// command, environment, working directory and user combined with the container's as
+// Kubernetes defines it (imageconfig.go). Any other image is not pulled: the machine's
+// programs stand in for it, so such a container must name its command.
+//
+// What a kubelet does that this node does too: security contexts (security.go: users and
+// groups, runAsNonRoot, capabilities, no_new_privs, a read-only root), probes (probes.go:
+// startup, liveness and readiness; exec, tcpSocket and httpGet), volumes (volumes.go,
+// projected.go: Secret, ConfigMap, emptyDir, hostPath, PersistentVolumeClaim as a directory,
+// projected and downwardAPI, service account tokens renewed), the downward API and
+// resourceFieldRef (env.go, resources.go), the Services' variables (svcenv.go), ClusterIP
+// Services and their names (services.go, dns.go), and the kubelet API (kubeletapi.go).
+//
+// What it does not do: pull images; restart containers (restartPolicy is the pod owner's
+// business: a container that ends stays ended, and a failed liveness probe stops a container
+// for good, probes.go); enforce resources (no cgroups: limits and requests are read, never
+// applied; no eviction); seccomp, AppArmor, SELinux, sysctls, procMount, user namespaces
+// (hostUsers), hostNetwork, hostPID, hostIPC; sidecar init containers (restartPolicy Always),
+// ephemeral containers, lifecycle hooks (postStart, preStop), gRPC probes; volume kinds other
+// than those above (CSI, ephemeral volumes, image volumes); fsGroup ownership of Secret,
+// ConfigMap and emptyDir volumes; UDP Services, NodePorts, session affinity; a pod's
+// resize; metrics and stats (kubectl top); a node's conditions other than Ready.
 package procnode
 
 import (
@@ -23,7 +47,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -53,6 +76,19 @@ type Options struct {
 	// Log receives one line per event; nil discards them.
 	Log io.Writer
 
+	// ImageArchives are the images the node runs from their own root file systems (images.go):
+	// archives (tars of OCI image layouts), or directories whose *.tar files are archives; a
+	// directory is read again when a pod names an image the node does not know, so an archive
+	// added to it later (whole: write it beside and rename it in) is found.
+	ImageArchives []string
+	// ServiceCIDR is the cluster's Service range (kube-apiserver's
+	// --service-cluster-ip-range); 10.96.0.0/16 when empty.
+	ServiceCIDR string
+	// APIServerAddress (host:port) is where the kubernetes Service of the default namespace
+	// takes pods (services.go): the API server the node talks to. Empty: to its endpoints,
+	// as any Service.
+	APIServerAddress string
+
 	// The kubelet API (kubeletapi.go), served on 127.0.0.1:Port (0: a free port) only when
 	// ClientCAFile is set: only clients with a certificate of that CA are served (the API
 	// server's kubelet client certificate). TLSCertFile and TLSKeyFile are the serving
@@ -66,6 +102,8 @@ type Node struct {
 	opts     Options
 	net      *network
 	services listers.ServiceLister
+	images   *imageStore
+	proxy    *serviceProxy
 	log      func(format string, args ...any)
 	port     int // the kubelet API's; 0 when it is not served
 
@@ -90,13 +128,16 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.PodCIDR == "" {
 		opts.PodCIDR = "10.250.0.0/24"
 	}
+	if opts.ServiceCIDR == "" {
+		opts.ServiceCIDR = "10.96.0.0/16"
+	}
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
 	if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
 		return err
 	}
-	network, err := newNetwork(opts.PodCIDR)
+	network, err := newNetwork(opts.PodCIDR, opts.ServiceCIDR)
 	if err != nil {
 		return err
 	}
@@ -105,6 +146,10 @@ func Run(ctx context.Context, opts Options) error {
 		log: func(format string, args ...any) {
 			fmt.Fprintf(opts.Log, "procnode %s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 		}}
+	n.images = newImageStore(opts.ImageArchives, opts.StateDir, n.log)
+	if err := n.images.load(); err != nil {
+		return err
+	}
 
 	var dns net.PacketConn
 	if err := network.inNamespace(func() (err error) {
@@ -136,6 +181,13 @@ func Run(ctx context.Context, opts Options) error {
 
 	all := informers.NewSharedInformerFactory(opts.Kube, 0)
 	n.services = all.Core().V1().Services().Lister()
+	n.proxy = &serviceProxy{n: n, slices: all.Discovery().V1().EndpointSlices().Lister(), listeners: map[string]*serviceListener{}}
+	defer n.proxy.close()
+	_, _ = all.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { n.proxy.sync() },
+		UpdateFunc: func(_, _ any) { n.proxy.sync() },
+		DeleteFunc: func(any) { n.proxy.sync() },
+	})
 	mine := informers.NewSharedInformerFactoryWithOptions(opts.Kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", opts.Name).String()
 	}))
@@ -152,6 +204,9 @@ func Run(ctx context.Context, opts Options) error {
 		},
 	})
 	all.Start(ctx.Done())
+	// Pods start once the Services are known: their variables are in every container's
+	// environment.
+	all.WaitForCacheSync(ctx.Done())
 	mine.Start(ctx.Done())
 	n.log("node %s ready, pods in %s", opts.Name, network.prefix)
 	<-ctx.Done()
@@ -232,8 +287,8 @@ func (n *Node) stopAll() {
 	}
 }
 
-// resolve answers the cluster names of the pods this node runs: <svc>.<ns>.svc... (the pods a
-// headless Service selects) and <hostname>.<subdomain>.<ns>.svc... (a pod).
+// resolve answers the cluster names: <svc>.<ns>.svc... (a Service's cluster IP, or the pods of
+// this node a headless Service selects) and <hostname>.<subdomain>.<ns>.svc... (a pod).
 func (n *Node) resolve(name string) ([]netip.Addr, bool) {
 	parts := splitClusterName(name)
 	n.mu.Lock()
@@ -243,6 +298,11 @@ func (n *Node) resolve(name string) ([]netip.Addr, bool) {
 		svc, err := n.services.Services(parts[1]).Get(parts[0])
 		if err != nil {
 			return nil, false
+		}
+		if hasClusterIP(svc) {
+			if ip, err := netip.ParseAddr(svc.Spec.ClusterIP); err == nil {
+				return []netip.Addr{ip}, true
+			}
 		}
 		selector := labels.SelectorFromSet(svc.Spec.Selector)
 		var addrs []netip.Addr
@@ -306,11 +366,13 @@ func (n *Node) unregister() {
 
 func (n *Node) nodeStatus() corev1.NodeStatus {
 	now := metav1.Now()
-	capacity := corev1.ResourceList{
-		corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("128Gi"),
-		corev1.ResourcePods: resource.MustParse("110"), "nvidia.com/gpu": resource.MustParse("0"),
+	capacity := nodeCapacity.DeepCopy()
+	var images []corev1.ContainerImage
+	for _, img := range n.images.names() {
+		images = append(images, corev1.ContainerImage{Names: img.names, SizeBytes: img.size})
 	}
 	return corev1.NodeStatus{
+		Images:   images,
 		Capacity: capacity, Allocatable: capacity,
 		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 			Message: "the process node runs pods", LastHeartbeatTime: now, LastTransitionTime: now}},
@@ -344,4 +406,13 @@ func (n *Node) heartbeat(ctx context.Context) {
 		case <-time.After(10 * time.Second):
 		}
 	}
+}
+
+// serviceEnv are the Services' variables for a pod's containers (svcenv.go).
+func (n *Node) serviceEnv(pod *corev1.Pod) []string {
+	services, err := n.services.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	return serviceEnv(services, pod)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,8 +41,9 @@ type podRunner struct {
 	ip         netip.Addr
 	serving    bool // the pod has its address and has not ended
 	ready      bool
-	containers map[string]*container // those started, init containers too, by name
-	netns      string                // the pod's network namespace
+	containers map[string]*container   // those started, init containers too, by name
+	waiting    map[string]waitingState // those that cannot be made, and why (waiting.go)
+	netns      string                  // the pod's network namespace
 
 	deleteOnce sync.Once
 	deleting   chan time.Duration // the grace period
@@ -79,9 +80,12 @@ func (r *podRunner) delete(grace time.Duration) {
 type container struct {
 	spec      *corev1.Container
 	cmd       *exec.Cmd
-	env       []string // its environment, resolved
-	netns     string   // the pod's network namespace
-	out       *output  // its log (logs.go)
+	env       []string // its command's environment
+	dir       string   // its command's working directory ("": the root)
+	image     *image   // nil: the machine's programs
+	security  processSecurity
+	netns     string  // the pod's network namespace
+	out       *output // its log (logs.go)
 	stdin     io.WriteCloser
 	stdinOnce sync.Once
 	tty       *os.File // its terminal, with spec.tty
@@ -89,13 +93,18 @@ type container struct {
 	exited    chan struct{}
 	code      int32
 	ended     time.Time
-	ready     bool
-	probed    time.Time
+
+	mu     sync.Mutex
+	probes probeResult // probes.go
 }
 
 func (r *podRunner) run(ctx context.Context) {
 	defer close(r.done)
 	defer r.n.forget(r)
+	// What runs beside the pod (token renewals) ends with it, before its files go.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var background sync.WaitGroup
 	log := func(format string, args ...any) { r.n.log("pod %s: %s", r.key, fmt.Sprintf(format, args...)) }
 	status := corev1.PodStatus{Phase: corev1.PodPending, HostIP: r.n.net.gateway.String(), StartTime: ptr.To(metav1.Now()),
 		Conditions: []corev1.PodCondition{condition(corev1.PodScheduled, true, "")}}
@@ -118,10 +127,25 @@ func (r *podRunner) run(ctx context.Context) {
 	status.PodIP, status.PodIPs = r.ip.String(), []corev1.PodIP{{IP: r.ip.String()}}
 	r.writeStatus(ctx, status)
 	defer r.removeScratch()
-	volumes, err := r.volumes(ctx)
+	defer func() {
+		cancel()
+		background.Wait()
+	}()
+	volumes, err := r.volumes(ctx, &background)
 	if err != nil {
 		log("volumes: %v", err)
 		r.finish(ctx, status, "VolumesFailed", err.Error())
+		return
+	}
+	// A container the node cannot make as its pod says (runAsNonRoot, say) leaves the pod
+	// Pending with nothing run, as a kubelet leaves it; the node does not try again.
+	if waiting := r.checkContainers(); waiting {
+		status.InitContainerStatuses, status.ContainerStatuses = r.waitingStatuses()
+		status.Conditions = setCondition(status.Conditions, condition(corev1.ContainersReady, false, "ContainersNotReady"))
+		status.Conditions = setCondition(status.Conditions, condition(corev1.PodReady, false, "ContainersNotReady"))
+		log("not started: %s", r.configErrorText())
+		r.writeStatus(ctx, status)
+		r.waitDeletion(ctx)
 		return
 	}
 
@@ -158,6 +182,7 @@ func (r *podRunner) run(ctx context.Context) {
 			return
 		}
 		containers = append(containers, c)
+		go r.watchProbes(ctx, c)
 	}
 	status.Phase = corev1.PodRunning
 	log("running at %s", r.ip)
@@ -173,7 +198,7 @@ func (r *podRunner) run(ctx context.Context) {
 			default:
 			}
 		}
-		r.probe(ctx, containers)
+		r.updateReady(containers)
 		status = r.podStatus(status, containers, ended == len(containers))
 		if text := statusKey(status); text != written {
 			r.writeStatus(ctx, status)
@@ -195,6 +220,11 @@ func (r *podRunner) run(ctx context.Context) {
 		}
 	}
 	// Ended: the sandbox goes (deferred); the pod object stays until it is deleted.
+	r.waitDeletion(ctx)
+}
+
+// waitDeletion waits for the pod's deletion, and removes it then.
+func (r *podRunner) waitDeletion(ctx context.Context) {
 	select {
 	case <-r.deleting:
 		r.n.remove(r.pod)
@@ -234,17 +264,40 @@ func (r *podRunner) sandbox() (*os.Process, error) {
 }
 
 // start starts a container: its init in new mount, UTS and PID namespaces, joined to the
-// pod's network.
+// pod's network, makes its root (its image's or the machine's), mounts and security context,
+// and starts its command.
 func (r *podRunner) start(ctx context.Context, c *corev1.Container, holder *os.Process, volumes map[string]string) (*container, error) {
-	env, err := containerEnv(ctx, r.n.opts.Kube, r.pod, r.ip.String(), c)
+	img, err := r.n.images.find(c.Image)
 	if err != nil {
 		return nil, err
 	}
-	argv, err := command(c, env)
+	var cfg *v1.Config
+	root, imageRoot, fallbackHome := "/", "", "/root"
+	if img != nil {
+		if imageRoot, err = r.n.images.rootFS(img); err != nil {
+			return nil, fmt.Errorf("image %s: %w", c.Image, err)
+		}
+		cfg, root, fallbackHome = &img.config, imageRoot, "/"
+	}
+	sec, err := securityFor(r.pod, c, imageUser(cfg), root, img != nil)
 	if err != nil {
 		return nil, err
 	}
-	spec := containerSpec{Hostname: r.hostname, NetNS: nsPath(holder), Dir: c.WorkingDir, Env: env, Command: argv, TTY: c.TTY,
+	env, err := containerEnv(ctx, envInputs{kube: r.n.opts.Kube, podIP: r.ip.String(), services: r.n.serviceEnv(r.pod)}, r.pod, c)
+	if err != nil {
+		return nil, err
+	}
+	argv, err := command(c, env, cfg)
+	if err != nil {
+		return nil, err
+	}
+	var imageEnv []string
+	if cfg != nil {
+		imageEnv = cfg.Env
+	}
+	env = processEnv(env, imageEnv, sec.Home, fallbackHome, r.hostname)
+	spec := containerSpec{Hostname: r.hostname, NetNS: nsPath(holder), Dir: workingDir(c, cfg), Env: env, Command: argv, TTY: c.TTY,
+		Image: imageRoot, Security: sec,
 		Mounts: []mount{
 			{Source: filepath.Join(r.dir, "hosts"), Target: "/etc/hosts", File: true},
 			{Source: filepath.Join(r.dir, "resolv.conf"), Target: "/etc/resolv.conf", File: true},
@@ -268,7 +321,7 @@ func (r *podRunner) start(ctx context.Context, c *corev1.Container, holder *os.P
 		}
 		spec.Mounts = append(spec.Mounts, mount{Source: src, Target: vm.MountPath, ReadOnly: vm.ReadOnly, File: !fi.IsDir()})
 	}
-	r.fs.container(&spec, c.Name)
+	r.fs.container(&spec, c.Name, img != nil)
 	data, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
@@ -284,7 +337,7 @@ func (r *podRunner) start(ctx context.Context, c *corev1.Container, holder *os.P
 	cmd := exec.Command(self, containerArg, specPath)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS | syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = r.n.opts.Log
-	ct := &container{spec: c, cmd: cmd, env: env, netns: spec.NetNS, exited: make(chan struct{})}
+	ct := &container{spec: c, cmd: cmd, env: env, dir: spec.Dir, image: img, security: sec, netns: spec.NetNS, exited: make(chan struct{})}
 	stdio, err := ct.openStdio(LogPath(r.n.opts.StateDir, r.namespace, r.pod.Name, c.Name))
 	if err != nil {
 		return nil, err
@@ -315,6 +368,23 @@ func (r *podRunner) start(ctx context.Context, c *corev1.Container, holder *os.P
 	return ct, nil
 }
 
+// imageUser is an image's User ("" without an image).
+func imageUser(cfg *v1.Config) string {
+	if cfg == nil {
+		return ""
+	}
+	return cfg.User
+}
+
+// userArgs are nsenter's arguments that run a command as the container's user (exec and exec
+// probes).
+func (c *container) userArgs() []string {
+	if c.security.UID == 0 && c.security.GID == 0 {
+		return nil
+	}
+	return []string{"-S", strconv.Itoa(int(c.security.UID)), "-G", strconv.Itoa(int(c.security.GID))}
+}
+
 func exitCode(s *os.ProcessState) int32 {
 	if ws, ok := s.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		return 128 + int32(ws.Signal())
@@ -341,49 +411,16 @@ func (r *podRunner) stop(containers []*container, grace time.Duration) {
 	r.n.log("pod %s: stopped", r.key)
 }
 
-// probe runs the readiness probes that are due.
-func (r *podRunner) probe(ctx context.Context, containers []*container) {
+// updateReady records whether every container is ready (the DNS answers for Ready pods).
+func (r *podRunner) updateReady(containers []*container) {
+	ready := len(containers) > 0
 	for _, c := range containers {
 		select {
 		case <-c.exited:
-			c.ready = false
-			continue
+			ready = false
 		default:
+			ready = ready && c.probeResults().ready
 		}
-		p := c.spec.ReadinessProbe
-		if p == nil {
-			c.ready = true
-			continue
-		}
-		period := time.Duration(max(p.PeriodSeconds, 1)) * time.Second
-		now := time.Now()
-		if now.Sub(c.started) < time.Duration(p.InitialDelaySeconds)*time.Second || now.Sub(c.probed) < period {
-			continue
-		}
-		c.probed = now
-		switch {
-		case p.TCPSocket != nil:
-			port := p.TCPSocket.Port.IntValue()
-			if port == 0 {
-				for _, cp := range c.spec.Ports {
-					if cp.Name == p.TCPSocket.Port.StrVal {
-						port = int(cp.ContainerPort)
-					}
-				}
-			}
-			c.ready = r.n.net.dial(ctx, net.JoinHostPort(r.ip.String(), strconv.Itoa(port)))
-		case p.Exec != nil:
-			pctx, cancel := context.WithTimeout(ctx, time.Duration(max(p.TimeoutSeconds, 1))*time.Second)
-			args := append([]string{"-t", strconv.Itoa(c.cmd.Process.Pid), "-m", "-u", "-n", "-p", "--"}, p.Exec.Command...)
-			c.ready = exec.CommandContext(pctx, "nsenter", args...).Run() == nil
-			cancel()
-		default:
-			c.ready = true
-		}
-	}
-	ready := len(containers) > 0
-	for _, c := range containers {
-		ready = ready && c.ready
 	}
 	r.mu.Lock()
 	r.ready = ready
@@ -399,6 +436,9 @@ func (r *podRunner) podStatus(s corev1.PodStatus, containers []*container, ended
 		s.ContainerStatuses = append(s.ContainerStatuses, cs)
 		ready = ready && cs.Ready
 		failed = failed || (cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0)
+		// Stopped by a probe, it would be restarted, but for restartPolicy Never: the node
+		// does not restart it, so the pod fails (probes.go).
+		failed = failed || (c.probeResults().killedBy != "" && r.pod.Spec.RestartPolicy != corev1.RestartPolicyNever)
 	}
 	if ended {
 		s.Phase = corev1.PodSucceeded
@@ -413,16 +453,29 @@ func (r *podRunner) podStatus(s corev1.PodStatus, containers []*container, ended
 }
 
 func (c *container) status() corev1.ContainerStatus {
+	probes := c.probeResults()
 	cs := corev1.ContainerStatus{Name: c.spec.Name, Image: c.spec.Image, ImageID: "procnode://" + c.spec.Image,
-		ContainerID: fmt.Sprintf("procnode://%d", c.cmd.Process.Pid), Ready: c.ready, Started: ptr.To(true)}
+		ContainerID: fmt.Sprintf("procnode://%d", c.cmd.Process.Pid), Ready: probes.ready, Started: ptr.To(probes.started)}
+	if c.image != nil {
+		cs.ImageID = c.image.id
+	}
+	// Before its probes' watcher has said so: started without a startup probe, and ready
+	// without a readiness probe too.
+	if c.spec.StartupProbe == nil {
+		cs.Started = ptr.To(true)
+		cs.Ready = cs.Ready || c.spec.ReadinessProbe == nil && probes.killedBy == ""
+	}
 	select {
 	case <-c.exited:
-		reason := "Completed"
+		reason, message := "Completed", ""
 		if c.code != 0 {
 			reason = "Error"
 		}
+		if probes.killedBy != "" {
+			reason, message = probes.killedBy, probes.killMessage
+		}
 		cs.Ready, cs.Started = false, ptr.To(false)
-		cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: c.code, Reason: reason,
+		cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: c.code, Reason: reason, Message: message,
 			StartedAt: metav1.NewTime(c.started), FinishedAt: metav1.NewTime(c.ended), ContainerID: cs.ContainerID}
 	default:
 		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(c.started)}
@@ -434,11 +487,7 @@ func (c *container) status() corev1.ContainerStatus {
 func (r *podRunner) finish(ctx context.Context, s corev1.PodStatus, reason, message string) {
 	s.Phase, s.Reason, s.Message = corev1.PodFailed, reason, message
 	r.writeStatus(ctx, s)
-	select {
-	case <-r.deleting:
-		r.n.remove(r.pod)
-	case <-ctx.Done():
-	}
+	r.waitDeletion(ctx)
 }
 
 // writeStatus writes the pod's status, retrying on conflicts; a pod that is gone, or was
@@ -470,7 +519,7 @@ func statusKey(s corev1.PodStatus) string {
 		fmt.Fprintf(&b, "%s=%s|", c.Type, c.Status)
 	}
 	for _, c := range s.ContainerStatuses {
-		fmt.Fprintf(&b, "%s %v %v|", c.Name, c.Ready, c.State.Terminated != nil)
+		fmt.Fprintf(&b, "%s %v %v %v|", c.Name, c.Ready, ptr.Deref(c.Started, false), c.State.Terminated != nil)
 	}
 	return b.String()
 }

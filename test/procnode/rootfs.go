@@ -148,10 +148,15 @@ func (p *podFS) memoryDir(name string) (string, error) {
 }
 
 // container fills in a container's part of its spec: its root, in the pod's tmpfs, and the
-// pod's /tmp and /dev/shm, mounted before anything else.
-func (p *podFS) container(s *containerSpec, name string) {
+// pod's /dev/shm and, for the machine's programs, /tmp, mounted before anything else. A
+// container of an image has the /tmp of its image, in its root, as in Kubernetes.
+func (p *podFS) container(s *containerSpec, name string, fromImage bool) {
 	s.PodNS, s.PodFS, s.Root = p.ns(), p.fs, filepath.Join(p.fs, "containers", name)
-	s.Mounts = append([]mount{{Source: p.tmp, Target: "/tmp"}, {Source: filepath.Join(p.fs, "shm"), Target: "/dev/shm"}}, s.Mounts...)
+	own := []mount{{Source: filepath.Join(p.fs, "shm"), Target: "/dev/shm"}}
+	if !fromImage {
+		own = append([]mount{{Source: p.tmp, Target: "/tmp"}}, own...)
+	}
+	s.Mounts = append(own, s.Mounts...)
 }
 
 // remove ends the holder, and with it the tmpfs once no container uses it, and removes the
@@ -210,22 +215,35 @@ func makeRoot(s *containerSpec) (*rootFS, error) {
 			return nil, err
 		}
 	}
-	if err := unix.Mount("overlay", dir, "overlay", 0, "lowerdir=/,upperdir="+upper+",workdir="+work); err != nil {
-		return nil, fmt.Errorf("the root (an overlay on the machine's): %w", err)
-	}
-	// The container has its own /proc, /tmp and pod file system; the machine's are not
-	// carried over.
-	carried, err := machineMounts([]string{"/proc", "/tmp", s.PodFS})
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range carried {
-		if err := unix.Mount(p, filepath.Join(dir, p), "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return nil, fmt.Errorf("carrying the machine's mount %s over: %w", p, err)
+	if s.Image != "" {
+		if strings.ContainsAny(s.Image, ",:\\") {
+			return nil, fmt.Errorf("the image's directory %q has a character overlayfs options cannot hold", s.Image)
 		}
-	}
-	if err := unix.Mount("proc", filepath.Join(dir, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return nil, fmt.Errorf("/proc: %w", err)
+		if err := unix.Mount("overlay", dir, "overlay", 0, "lowerdir="+s.Image+",upperdir="+upper+",workdir="+work); err != nil {
+			return nil, fmt.Errorf("the root (an overlay on the image's): %w", err)
+		}
+		// An image's root has only what a container runtime gives a container (imageroot.go).
+		if err := systemMounts(dir); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := unix.Mount("overlay", dir, "overlay", 0, "lowerdir=/,upperdir="+upper+",workdir="+work); err != nil {
+			return nil, fmt.Errorf("the root (an overlay on the machine's): %w", err)
+		}
+		// The container has its own /proc, /tmp and pod file system; the machine's are not
+		// carried over.
+		carried, err := machineMounts([]string{"/proc", "/tmp", s.PodFS})
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range carried {
+			if err := unix.Mount(p, filepath.Join(dir, p), "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				return nil, fmt.Errorf("carrying the machine's mount %s over: %w", p, err)
+			}
+		}
+		if err := unix.Mount("proc", filepath.Join(dir, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return nil, fmt.Errorf("/proc: %w", err)
+		}
 	}
 	r := &rootFS{dir: dir, mounts: s.Mounts}
 	for _, m := range s.Mounts {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,16 +16,28 @@ import (
 
 // volumes makes the pod's file system (its tmpfs and /tmp, rootfs.go) and its volumes as
 // directories, and returns them by name: Secrets and ConfigMaps as files (keys or items,
-// with their modes), emptyDir (medium Memory in the pod's tmpfs), hostPath as it is, a
-// PersistentVolumeClaim as one directory per claim shared by every pod of the node. Other
-// kinds (the service account token, downward API) are empty directories. A container mounts
-// them in its own root. All but hostPath and claims go with the pod (removeScratch).
-func (r *podRunner) volumes(ctx context.Context) (map[string]string, error) {
+// with their modes), projected and downwardAPI volumes (projected.go; their tokens are kept
+// fresh by goroutines that background counts, until ctx ends), emptyDir (writable by every
+// user; medium Memory in the pod's tmpfs), hostPath as it is, a PersistentVolumeClaim as one
+// directory per claim shared by every pod of the node. Other kinds are empty directories. A
+// container mounts them in its own root. All but hostPath and claims go with the pod
+// (removeScratch).
+func (r *podRunner) volumes(ctx context.Context, background *sync.WaitGroup) (map[string]string, error) {
 	fs, err := startPodFS(r.dir)
 	if err != nil {
 		return nil, err
 	}
 	r.fs = fs
+	projector := newProjector(r.n.opts.Kube, r.pod, r.ip.String(), func(format string, args ...any) {
+		r.n.log("pod %s: %s", r.key, fmt.Sprintf(format, args...))
+	})
+	goBackground := func(f func()) {
+		background.Add(1)
+		go func() {
+			defer background.Done()
+			f()
+		}()
+	}
 	out := map[string]string{}
 	for _, v := range r.pod.Spec.Volumes {
 		dir := filepath.Join(r.dir, "volumes", v.Name)
@@ -53,8 +66,15 @@ func (r *podRunner) volumes(ctx context.Context) (map[string]string, error) {
 				}
 				return data, nil
 			})
+		case v.Projected != nil:
+			err = projector.project(ctx, dir, v.Projected.Sources, v.Projected.DefaultMode, goBackground)
+		case v.DownwardAPI != nil:
+			err = projector.project(ctx, dir, []corev1.VolumeProjection{{DownwardAPI: &corev1.DownwardAPIProjection{Items: v.DownwardAPI.Items}}},
+				v.DownwardAPI.DefaultMode, goBackground)
 		case v.EmptyDir != nil && v.EmptyDir.Medium == corev1.StorageMediumMemory:
 			dir, err = r.fs.memoryDir(v.Name)
+		case v.EmptyDir != nil:
+			err = mkdirMode(dir, 0o777)
 		case v.HostPath != nil:
 			dir = v.HostPath.Path
 			if t := v.HostPath.Type; t != nil && *t == corev1.HostPathDirectoryOrCreate {

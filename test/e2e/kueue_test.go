@@ -152,16 +152,19 @@ func queuedJob(name, queue string, n int32, runTime string) *batch.GenericJob {
 	}
 }
 
-// podCounter counts, per job, the most pods that existed at once, from a pod informer.
+// podCounter counts, per job, the most pods that existed at once, and in all the namespace
+// the most CPU that pods which had not ended asked for at once, from a pod informer.
 type podCounter struct {
-	mu   sync.Mutex
-	live map[string]map[string]bool // job -> pod names
-	most map[string]int
+	mu      sync.Mutex
+	live    map[string]map[string]bool // job -> pod names
+	most    map[string]int
+	running map[string]int64 // pod name -> milli-CPUs, while it has not ended
+	mostCPU int64
 }
 
 func countPods(t *testing.T, ns string) *podCounter {
 	t.Helper()
-	pc := &podCounter{live: map[string]map[string]bool{}, most: map[string]int{}}
+	pc := &podCounter{live: map[string]map[string]bool{}, most: map[string]int{}, running: map[string]int64{}}
 	update := func(obj any, gone bool) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj, gone = tomb.Obj, true
@@ -182,6 +185,21 @@ func countPods(t *testing.T, ns string) *podCounter {
 			pc.live[job][p.Name] = true
 		}
 		pc.most[job] = max(pc.most[job], len(pc.live[job]))
+		// A pod uses its CPU until it has ended or is gone (one being deleted still runs).
+		if gone || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			delete(pc.running, p.Name)
+		} else {
+			cpu := int64(0)
+			for _, c := range p.Spec.Containers {
+				cpu += c.Resources.Requests.Cpu().MilliValue()
+			}
+			pc.running[p.Name] = cpu
+		}
+		total := int64(0)
+		for _, cpu := range pc.running {
+			total += cpu
+		}
+		pc.mostCPU = max(pc.mostCPU, total)
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(env.kube, 0, informers.WithNamespace(ns))
 	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -200,6 +218,13 @@ func (pc *podCounter) mostOf(job string) int {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	return pc.most[job]
+}
+
+// mostCPUs is the most CPUs that the namespace's pods which had not ended asked for at once.
+func (pc *podCounter) mostCPUs() float64 {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return float64(pc.mostCPU) / 1000
 }
 
 func workloadOf(t *testing.T, client kueueclient.Interface, ns, name string) *kueue.Workload {
@@ -327,9 +352,21 @@ value: 1000`, ns))
 	high := queuedJob("high", queue, 4, "2s")
 	high.Labels[kueue.LabelPriorityClass] = ns + "-high"
 	createJob(t, ns, high)
+	highUID := string(getJob(t, ns, high.Name).UID)
 	preempted := waitJob(t, ns, low.Name, "preempted", func(j *batch.GenericJob) bool { return runningReason(j) == "Preempted" })
 	if preempted.Status.Phase != batch.JobPending {
 		t.Errorf("preempted job's phase %s, want Pending", preempted.Status.Phase)
+	}
+	// Kueue names the preempting job by its Workload's kueue.x-k8s.io/job-uid label, and the
+	// controller by its kind and name.
+	if wl := workloadOf(t, client, ns, "genericjob-high"); wl.Labels[kueue.LabelJobUID] != highUID {
+		t.Errorf("the high Workload's labels %v, want %s: %s", wl.Labels, kueue.LabelJobUID, highUID)
+	}
+	msg := conditionOf(preempted, batch.JobConditionRunning).Message
+	for _, want := range []string{"JobUID: " + highUID + ")", "GenericJob " + ns + "/high took its place."} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the preempted job's Running message %q does not say %q", msg, want)
+		}
 	}
 	waitFor(t, "the low job's pods gone", jobTimeout, func(ctx context.Context) (bool, error) {
 		pods, err := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: batch.LabelJobName + "=low"})
@@ -352,6 +389,111 @@ value: 1000`, ns))
 		if !strings.Contains(events, want) {
 			t.Errorf("no %s event for the low job; events:\n%s", want, events)
 		}
+	}
+}
+
+// TestKueuePriorityClassCreatedLater: a job whose WorkloadPriorityClass does not exist waits,
+// naming it; the class's creation makes its Workload within seconds (the controller watches
+// the classes), with the class's priority, and the job runs.
+func TestKueuePriorityClassCreatedLater(t *testing.T) {
+	client := useKueue(t)
+	ns := namespace(t)
+	queue := queueFor(t, ns, 4)
+	job := queuedJob("later", queue, 2, "1s")
+	job.Labels[kueue.LabelPriorityClass] = ns + "-later"
+	createJob(t, ns, job)
+	waitJob(t, ns, job.Name, "waiting for its priority class", func(j *batch.GenericJob) bool {
+		return runningReason(j) == "Queued" && strings.Contains(conditionOf(j, batch.JobConditionRunning).Message, `WorkloadPriorityClass "`+ns+`-later"`)
+	})
+	if _, err := client.KueueV1beta2().Workloads(ns).Get(context.Background(), "genericjob-later", metav1.GetOptions{}); err == nil {
+		t.Fatal("a Workload was made before its priority class existed")
+	}
+	createKueueObjects(t, fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata:
+  name: %s-later
+value: 500`, ns))
+	created := time.Now()
+	waitFor(t, "the Workload, once its class exists", 5*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := client.KueueV1beta2().Workloads(ns).Get(ctx, "genericjob-later", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	t.Logf("the Workload was made %s after its class", time.Since(created).Round(time.Millisecond))
+	if wl := workloadOf(t, client, ns, "genericjob-later"); wl.Spec.Priority == nil || *wl.Spec.Priority != 500 {
+		t.Errorf("Workload priority %v, want the class's 500", wl.Spec.Priority)
+	}
+	waitJob(t, ns, job.Name, "succeeded", inPhase(batch.JobSucceeded))
+}
+
+// TestKueueQuotaKeptWhileWorkersRun: Kueue never counts less than what runs. In a queue of 4
+// CPUs, MPIJobs of 4 CPUs (a launcher and 3 workers of 1 CPU): the first succeeds, its
+// workers kept running (cleanUpWorkers: false), and keeps its quota, saying so, until the
+// test deletes them; the second then starts, succeeds with its workers cleaned up
+// (cleanUpWorkers: true), and the third starts once they are gone. Never more than 4 CPUs of
+// pods run at once.
+func TestKueueQuotaKeptWhileWorkersRun(t *testing.T) {
+	client := useKueue(t)
+	ns := namespace(t)
+	queue := queueFor(t, ns, 4)
+	pods := countPods(t, ns)
+	create := func(name string, cleanUpWorkers bool) {
+		t.Helper()
+		tmpl := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "mpi-worker", Image: "trainer",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
+		launcherExits(&tmpl, "0") // the workers run until deleted
+		job := &batch.MPIJob{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{kueue.LabelQueueName: queue}}, Spec: batch.MPIJobSpec{
+			Worker:    batch.MPIWorkerSpec{Replicas: ptr.To[int32](3), Cmd: []string{"train"}, Template: tmpl},
+			RunPolicy: batch.WorkerCleanUpPolicy{CleanUpWorkers: cleanUpWorkers},
+		}}
+		if _, err := env.jobs.BatchV1beta1().MPIJobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	phase := func(phases ...batch.JobPhase) func(*batch.JobStatus) bool {
+		return func(s *batch.JobStatus) bool { return slices.Contains(phases, s.Phase) }
+	}
+	queued := func(s *batch.JobStatus) bool { return conditionIn(s, batch.JobConditionRunning).Reason == "Queued" }
+
+	create("first", false)
+	waitStatus(t, "first running", mpiStatus(ns, "first"), phase(batch.JobRunning, batch.JobSucceeded))
+	create("second", true)
+	waitStatus(t, "second queued", mpiStatus(ns, "second"), queued)
+	waitStatus(t, "first succeeded", mpiStatus(ns, "first"), phase(batch.JobSucceeded))
+	var events string
+	waitFor(t, "first's QuotaKept event", jobTimeout, func(context.Context) (bool, error) {
+		events = eventsOf(t, ns, "first")
+		return strings.Contains(events, "QuotaKept"), nil
+	})
+	if want := "3 of its replicas still run (first-worker-0, first-worker-1, first-worker-2)"; !strings.Contains(events, want) {
+		t.Errorf("first's events do not say %q:\n%s", want, events)
+	}
+	if c := conditionOfWorkload(workloadOf(t, client, ns, "mpijob-first"), kueue.WorkloadFinished); c != nil && c.Status == metav1.ConditionTrue {
+		t.Fatalf("first's Workload is Finished while its workers run: %+v", c)
+	}
+	if n := pods.mostOf("second"); n != 0 {
+		t.Fatalf("second had %d pods while first's workers ran", n)
+	}
+	if s, err := mpiStatus(ns, "second")(context.Background()); err != nil || !queued(s) {
+		t.Fatalf("second is not queued while first's workers run: %v %+v", err, s)
+	}
+
+	workers := metav1.ListOptions{LabelSelector: batch.LabelJobName + "=first," + batch.LabelReplicaType + "=" + batch.WorkerType}
+	if err := env.kube.CoreV1().Pods(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, workers); err != nil {
+		t.Fatal(err)
+	}
+	waitWorkloadFinished(t, client, ns, "mpijob-first")
+	waitStatus(t, "second running once first's workers are gone", mpiStatus(ns, "second"), phase(batch.JobRunning, batch.JobSucceeded))
+	create("third", true)
+	waitStatus(t, "third queued", mpiStatus(ns, "third"), queued)
+	waitStatus(t, "second succeeded", mpiStatus(ns, "second"), phase(batch.JobSucceeded))
+	waitWorkloadFinished(t, client, ns, "mpijob-second")
+	waitStatus(t, "third succeeded once second's workers are gone", mpiStatus(ns, "third"), phase(batch.JobSucceeded))
+	waitWorkloadFinished(t, client, ns, "mpijob-third")
+	if n := pods.mostOf("third"); n != 4 {
+		t.Errorf("third ran with at most %d pods, want its launcher and 3 workers", n)
+	}
+	if most := pods.mostCPUs(); most > 4 {
+		t.Errorf("pods asking for %g CPUs ran at once in a queue of 4", most)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/t9k-jobs/t9k-jobs/test/cluster"
 	"github.com/t9k-jobs/t9k-jobs/test/procnode"
 )
 
@@ -22,8 +23,13 @@ import (
 // as root without the packages (hack/install-deps.sh) they fail.
 var procNode struct {
 	binary, stateDir, log string
-	cmd                   *exec.Cmd
-	skip                  string
+	// images is the directory of image archives the node is given (--image-archive): a test
+	// puts an archive there (whole: written beside it, then renamed in) before it creates the
+	// pods that name its image; the node reads the directory again when a pod names an image
+	// it does not know. procnode_image_test.go adds the test images.
+	images string
+	cmd    *exec.Cmd
+	skip   string
 	// listing is what /, /tmp and /dev/shm held before the process node started: the real
 	// runs must add nothing to them (TestProcNodeTeardown).
 	listing map[string]bool
@@ -48,6 +54,10 @@ func startProcNode(ctx context.Context) error {
 		return err
 	}
 	procNode.binary, procNode.stateDir, procNode.log = filepath.Join(dir, "procnode"), filepath.Join(dir, "state"), filepath.Join(dir, "procnode.log")
+	procNode.images = filepath.Join(dir, "images")
+	if err := os.Mkdir(procNode.images, 0o755); err != nil {
+		return err
+	}
 	build := exec.Command("go", "build", "-o", procNode.binary, "./hack/procnode")
 	build.Dir = repoRoot
 	if out, err := build.CombinedOutput(); err != nil {
@@ -67,7 +77,8 @@ func runProcNode(name, cidr, stateDir, logPath string) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--kubeconfig", env.kubeconfig, "--name", name, "--pod-cidr", cidr, "--state-dir", stateDir, "--port", "0"}
+	args := []string{"--kubeconfig", env.kubeconfig, "--name", name, "--pod-cidr", cidr, "--state-dir", stateDir, "--port", "0",
+		"--image-archive", procNode.images, "--service-cidr", cluster.ServiceCIDR}
 	if k := env.kubelet; k.ClientCAFile != "" {
 		args = append(args, "--client-ca-file", k.ClientCAFile, "--tls-cert-file", k.CertFile, "--tls-private-key-file", k.KeyFile)
 	}

@@ -32,7 +32,7 @@ import (
 // restartPolicy is Never (where its exit code decides, as on a kubelet), the pod ends Failed,
 // so that its owner (a ReplicaSet, a job) replaces it.
 
-// probeKilled reasons.
+// The reasons of a container a probe stopped.
 const (
 	reasonLivenessFailed = "LivenessProbeFailed"
 	reasonStartupFailed  = "StartupProbeFailed"
@@ -57,9 +57,9 @@ func (r *podRunner) watchProbes(ctx context.Context, c *container) {
 		}
 	}()
 	if p := c.spec.StartupProbe; p != nil {
-		if ok, msg := r.runProbe(ctx, c, p, startup, func(bool) {}); !ok {
+		if ok, msg := runProbe(ctx, c.started, p, startup, r.prober(c, p), func(bool) {}); !ok {
 			if ctx.Err() == nil {
-				r.killByProbe(ctx, c, p, reasonStartupFailed, "startup", msg)
+				r.killByProbe(c, p, reasonStartupFailed, "startup", msg)
 			}
 			return
 		}
@@ -68,11 +68,12 @@ func (r *podRunner) watchProbes(ctx context.Context, c *container) {
 	if c.spec.ReadinessProbe == nil {
 		c.setProbe(func(s *probeResult) { s.ready = true })
 	} else {
-		go r.runProbe(ctx, c, c.spec.ReadinessProbe, readiness, func(ok bool) { c.setProbe(func(s *probeResult) { s.ready = ok }) })
+		p := c.spec.ReadinessProbe
+		go runProbe(ctx, c.started, p, readiness, r.prober(c, p), func(ok bool) { c.setProbe(func(s *probeResult) { s.ready = ok }) })
 	}
 	if p := c.spec.LivenessProbe; p != nil {
-		if ok, msg := r.runProbe(ctx, c, p, liveness, func(bool) {}); !ok && ctx.Err() == nil {
-			r.killByProbe(ctx, c, p, reasonLivenessFailed, "liveness", msg)
+		if ok, msg := runProbe(ctx, c.started, p, liveness, r.prober(c, p), func(bool) {}); !ok && ctx.Err() == nil {
+			r.killByProbe(c, p, reasonLivenessFailed, "liveness", msg)
 		}
 	}
 	<-ctx.Done()
@@ -87,14 +88,22 @@ const (
 	readiness                  // it runs until the container ends
 )
 
-// runProbe probes from the probe's initial delay on, every period, and calls set with each
-// change of its result: successThreshold successes or failureThreshold failures in a row (it
-// starts as a failure). It returns as its kind says: true for a success, false with the last
-// failure's message; or false when ctx ends.
-func (r *podRunner) runProbe(ctx context.Context, c *container, p *corev1.Probe, kind probeKind, set func(bool)) (bool, string) {
-	period := time.Duration(max(p.PeriodSeconds, 1)) * time.Second
+// probeSecond is the unit of a probe's delay and period: a second (shorter in tests).
+var probeSecond = time.Second
+
+// prober runs a probe of a container once.
+func (r *podRunner) prober(c *container, p *corev1.Probe) func(context.Context) (bool, string) {
+	return func(ctx context.Context) (bool, string) { return r.probeOnce(ctx, c, p) }
+}
+
+// runProbe probes (once) from the probe's initial delay after started on, every period, and
+// calls set with each change of its result: successThreshold successes or failureThreshold
+// failures in a row (it starts as a failure). It returns as its kind says: true for a
+// success, false with the last failure's message; or false when ctx ends.
+func runProbe(ctx context.Context, started time.Time, p *corev1.Probe, kind probeKind, once func(context.Context) (bool, string), set func(bool)) (bool, string) {
+	period := time.Duration(max(p.PeriodSeconds, 1)) * probeSecond
 	successes, failures := max(p.SuccessThreshold, 1), max(p.FailureThreshold, 1)
-	if wait := time.Until(c.started.Add(time.Duration(p.InitialDelaySeconds) * time.Second)); wait > 0 {
+	if wait := time.Until(started.Add(time.Duration(p.InitialDelaySeconds) * probeSecond)); wait > 0 {
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
@@ -103,7 +112,7 @@ func (r *podRunner) runProbe(ctx context.Context, c *container, p *corev1.Probe,
 	}
 	result, lastOK, run := false, false, int32(0)
 	for {
-		ok, msg := r.probeOnce(ctx, c, p)
+		ok, msg := once(ctx)
 		if ctx.Err() != nil {
 			return false, ""
 		}
@@ -137,7 +146,7 @@ func (r *podRunner) runProbe(ctx context.Context, c *container, p *corev1.Probe,
 }
 
 // killByProbe stops a container whose liveness or startup probe failed, and says why.
-func (r *podRunner) killByProbe(ctx context.Context, c *container, p *corev1.Probe, reason, kind, msg string) {
+func (r *podRunner) killByProbe(c *container, p *corev1.Probe, reason, kind, msg string) {
 	grace := ptr.Deref(r.pod.Spec.TerminationGracePeriodSeconds, 30)
 	if p.TerminationGracePeriodSeconds != nil {
 		grace = *p.TerminationGracePeriodSeconds

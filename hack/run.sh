@@ -58,7 +58,8 @@ mkdir -p _output
 METRICS_ADDR=${METRICS_ADDR:-127.0.0.1:8080}
 bin/t9k-job-controller --kubeconfig "$KUBECONFIG" --bind-address "$METRICS_ADDR" ${controller_flags[@]+"${controller_flags[@]}"} >_output/controller.log 2>&1 &
 controller_pid=$!
-until curl -sf "http://$METRICS_ADDR/readyz" >/dev/null 2>&1; do
+# /readyz says "ok" once the controller leads and its caches are synced.
+until [[ $(curl -sf "http://$METRICS_ADDR/readyz" 2>/dev/null) == ok ]]; do
   kill -0 "$controller_pid" 2>/dev/null || { echo "the controller exited; see _output/controller.log" >&2; exit 1; }
   sleep 0.2
 done

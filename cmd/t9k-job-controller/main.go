@@ -175,7 +175,13 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	var ready atomic.Bool
+	// /readyz: a replica that runs jobs is ready once its caches are synced (runAll); one that
+	// stands by for the Lease is ready as it is, since it can take over: a Deployment of two
+	// replicas is then fully available, and a rollout waits for each new one to stand by.
+	var ready atomic.Int32
+	if o.leaderElect {
+		ready.Store(standingBy)
+	}
 	server := serve(o.bindAddress, o.profiling, &ready)
 	defer func() {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -225,7 +231,8 @@ func adapters(jobs versioned.Interface, f jobinformers.SharedInformerFactory) []
 // runAll starts the informers and the controller of every kind, and returns once ctx ends
 // and in-flight syncs are done.
 func runAll(ctx context.Context, o options, clients engine.Clients, jobFactory jobinformers.SharedInformerFactory,
-	kinds []engine.Adapter, events kubernetes.Interface, ready *atomic.Bool) {
+	kinds []engine.Adapter, events kubernetes.Interface, ready *atomic.Int32) {
+	ready.Store(syncing)
 	// The children, of every kind the engine's table lists: only the project's, and of each
 	// only what the engine reads (engine.TrimChild): memory.
 	onlyChildren := func(opts *metav1.ListOptions) { opts.LabelSelector = batch.LabelJobName }
@@ -267,7 +274,7 @@ func runAll(ctx context.Context, o options, clients engine.Clients, jobFactory j
 			}
 		}
 	}
-	ready.Store(true)
+	ready.Store(runningJobs)
 	var wg sync.WaitGroup
 	for _, c := range controllers {
 		wg.Go(func() { c.Run(ctx, o.workers) })
@@ -298,7 +305,15 @@ func queueingClients(kube kubernetes.Interface, config *rest.Config, o options, 
 	return kueueclient.NewForConfig(config)
 }
 
-func serve(addr string, profiling bool, ready *atomic.Bool) *http.Server {
+// What /readyz says: 503 while the caches sync; 200 with "ok" once the controller runs jobs,
+// and with "standing by" while it waits for the Lease.
+const (
+	syncing int32 = iota
+	standingBy
+	runningJobs
+)
+
+func serve(addr string, profiling bool, ready *atomic.Int32) *http.Server {
 	mux := http.NewServeMux()
 	if profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -310,11 +325,14 @@ func serve(addr string, profiling bool, ready *atomic.Bool) *http.Server {
 	mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
+		switch ready.Load() {
+		case syncing:
 			http.Error(w, "informer caches not synced", http.StatusServiceUnavailable)
-			return
+		case standingBy:
+			_, _ = w.Write([]byte("standing by for the Lease"))
+		default:
+			_, _ = w.Write([]byte("ok"))
 		}
-		_, _ = w.Write([]byte("ok"))
 	})
 	server := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {

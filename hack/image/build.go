@@ -50,7 +50,7 @@ func build(ctx context.Context, o buildOptions) (string, int64, error) {
 			return "", 0, fmt.Errorf("platform %q: want linux/<arch>", platform)
 		}
 		b := binary{arch: arch, path: filepath.Join(bin, arch, "t9k-job-controller")}
-		if err := compile(ctx, o.pkg, b.path, arch, o.version); err != nil {
+		if err := compile(ctx, o.pkg, b.path, arch, o.version, src.revision); err != nil {
 			return "", 0, err
 		}
 		binaries = append(binaries, b)
@@ -170,10 +170,13 @@ func sourceOf(ctx context.Context) (source, error) {
 	return s, nil
 }
 
-// compile builds a static binary: no cgo, paths trimmed, symbols stripped, the version set.
-func compile(ctx context.Context, pkg, out, arch, version string) error {
-	ldflags := "-s -w -X github.com/t9k-jobs/t9k-jobs/pkg/version.version=" + version
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, pkg)
+// compile builds a static binary: no cgo, paths trimmed, symbols stripped, the version and
+// revision set. The revision is given rather than stamped by go build (-buildvcs), which
+// GOFLAGS may turn off and which would make the binary depend on the environment's setting.
+func compile(ctx context.Context, pkg, out, arch, version, revision string) error {
+	const v = "github.com/t9k-jobs/t9k-jobs/pkg/version."
+	ldflags := fmt.Sprintf("-s -w -X %sversion=%s -X %srevision=%s", v, version, v, revision)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {

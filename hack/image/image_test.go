@@ -214,7 +214,7 @@ func TestSameCommitSameDigest(t *testing.T) {
 	if err != nil {
 		t.Skip("not a git checkout")
 	}
-	var digests, sums []string
+	var digests, sums, archives []string
 	for i := range 2 {
 		clone := filepath.Join(t.TempDir(), fmt.Sprintf("clone-%d", i))
 		if out, err := exec.Command("git", "clone", "-q", "--no-hardlinks", strings.TrimSpace(string(top)), clone).CombinedOutput(); err != nil {
@@ -237,12 +237,52 @@ func TestSameCommitSameDigest(t *testing.T) {
 		}
 		sum := sha256.Sum256(data)
 		digests, sums = append(digests, strings.TrimSpace(string(d))), append(sums, hex.EncodeToString(sum[:]))
+		archives = append(archives, out)
 		t.Logf("clone %d: index %s, archive sha256:%s (%d bytes)", i, digests[i], sums[i], len(data))
 	}
 	if digests[0] != digests[1] || sums[0] != sums[1] {
 		t.Errorf("two builds of one commit differ: index %s vs %s, archive %s vs %s", digests[0], digests[1], sums[0], sums[1])
 	}
+	// The amd64 binary of the archive says which build it is.
+	images, err := archive.Open(archives[0], t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, _ := images[0].Index.IndexManifest()
+	img, err := images[0].Index.Image(im.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "t9k-job-controller")
+	if err := extractFile(img, binaryPath, bin); err != nil {
+		t.Fatal(err)
+	}
+	head, _ := exec.Command("git", "rev-parse", "HEAD").Output()
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	if want := "t9k-job-controller v9.9.9 (revision " + strings.TrimSpace(string(head)) + ", "; err != nil || !strings.HasPrefix(string(out), want) {
+		t.Errorf("the image's binary --version: %q %v, want it to start %q", out, err, want)
+	}
 	if !bytes.HasPrefix([]byte(digests[0]), []byte("sha256:")) {
 		t.Errorf("digest %q", digests[0])
+	}
+}
+
+// extractFile writes the file at path in img's file system to dst, executable.
+func extractFile(img v1.Image, path, dst string) error {
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return fmt.Errorf("%s in the image: %w", path, err)
+		}
+		if "/"+h.Name == path {
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(dst, data, 0o755)
+		}
 	}
 }

@@ -9,8 +9,10 @@ import (
 	"runtime/debug"
 )
 
-// version is set at link time: -ldflags "-X github.com/t9k-jobs/t9k-jobs/pkg/version.version=v1.2.3".
-var version = ""
+// version and revision are set at link time (hack/image does):
+// -ldflags "-X github.com/t9k-jobs/t9k-jobs/pkg/version.version=v1.2.3 -X ...revision=<commit>".
+// Without a revision, the one go build stamped (-buildvcs) is read.
+var version, revision = "", ""
 
 // Info describes a build.
 type Info struct {
@@ -26,14 +28,16 @@ func Get() Info {
 	if info.Version == "" {
 		info.Version = "devel"
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		info.Revision = revision(bi.Settings)
+	if revision != "" {
+		info.Revision = revision
+	} else if bi, ok := debug.ReadBuildInfo(); ok {
+		info.Revision = vcsRevision(bi.Settings)
 	}
 	return info
 }
 
-// revision reads the commit go build stamped into the binary (-buildvcs).
-func revision(settings []debug.BuildSetting) string {
+// vcsRevision reads the commit go build stamped into the binary (-buildvcs).
+func vcsRevision(settings []debug.BuildSetting) string {
 	rev, dirty := "", false
 	for _, s := range settings {
 		switch s.Key {

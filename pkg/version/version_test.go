@@ -15,8 +15,8 @@ func TestRevisionMarksADirtyTree(t *testing.T) {
 		{[]debug.BuildSetting{{Key: "vcs.revision", Value: "abc"}, {Key: "vcs.modified", Value: "false"}}, "abc"},
 		{[]debug.BuildSetting{{Key: "vcs.revision", Value: "abc"}, {Key: "vcs.modified", Value: "true"}}, "abc-dirty"},
 	} {
-		if got := revision(tc.settings); got != tc.want {
-			t.Errorf("revision(%v) = %q, want %q", tc.settings, got, tc.want)
+		if got := vcsRevision(tc.settings); got != tc.want {
+			t.Errorf("vcsRevision(%v) = %q, want %q", tc.settings, got, tc.want)
 		}
 	}
 }

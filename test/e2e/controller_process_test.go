@@ -76,7 +76,7 @@ func startController() error {
 			return false, fmt.Errorf("the controller exited; its log is %s", controller.log)
 		default:
 		}
-		return httpGet(controller.metrics+"/readyz") == nil, nil
+		return runsJobs(controller.metrics), nil
 	})
 	if err != nil {
 		_ = cmd.Process.Kill()
@@ -107,6 +107,18 @@ func killController() {
 	defer controller.mu.Unlock()
 	_ = controller.cmd.Process.Kill()
 	<-controller.exited
+}
+
+// runsJobs tells whether the controller serving base runs jobs: it leads (or runs without
+// election) and its caches are synced. A standby answers /readyz too, with another text.
+func runsJobs(base string) bool {
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode == http.StatusOK && string(body) == "ok"
 }
 
 func httpGet(url string) error {

@@ -51,7 +51,7 @@ func TestPausedLeaderWritesNothingAfterWaking(t *testing.T) {
 
 	old := startCandidate(t, "old", ns, lease)
 	waitFor(t, "the first controller to lead", 30*time.Second, func(ctx context.Context) (bool, error) {
-		return leaseHolder(ctx, lease) == old.identity && httpGet(old.base+"/readyz") == nil, nil
+		return leaseHolder(ctx, lease) == old.identity && runsJobs(old.base), nil
 	})
 	standby := startCandidate(t, "new", ns, lease)
 	waitFor(t, "the second controller to serve", 30*time.Second, func(context.Context) (bool, error) {

@@ -18,7 +18,7 @@ import (
 	"github.com/t9k-jobs/t9k-jobs/test/procnode"
 )
 
-// procNode is the process node beside kwok's fake nodes (README, "The process node"): pods
+// procNode is the process node beside kwok's fake nodes (docs/testing.md, "The process node"): pods
 // that select it really run. Without root its tests skip, saying so, or fail where $CI is set;
 // as root without the packages (hack/install-deps.sh) they fail.
 var procNode struct {

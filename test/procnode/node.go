@@ -1,7 +1,7 @@
 // Package procnode is a small kubelet for tests: it registers a Node and runs the pods bound
 // to it as real processes on this machine, each pod in network, mount, UTS and PID
 // namespaces of its own, with its volumes, environment and names as a cluster gives them
-// (DESIGN §6). It needs root.
+// (docs/testing.md, "The process node"). It needs root.
 //
 // Pods land on it only if they select the label node.t9k.dev/runtime=process and tolerate
 // its taint of the same key, so the fake (kwok) nodes of the test cluster keep every other

@@ -215,10 +215,14 @@ func TestSameCommitSameDigest(t *testing.T) {
 		t.Skip("not a git checkout")
 	}
 	var digests, sums, archives []string
+	var head []byte // the commit the clones have
 	for i := range 2 {
 		clone := filepath.Join(t.TempDir(), fmt.Sprintf("clone-%d", i))
 		if out, err := exec.Command("git", "clone", "-q", "--no-hardlinks", strings.TrimSpace(string(top)), clone).CombinedOutput(); err != nil {
 			t.Fatalf("git clone: %v\n%s", err, out)
+		}
+		if head, err = exec.Command("git", "-C", clone, "rev-parse", "HEAD").Output(); err != nil {
+			t.Fatal(err)
 		}
 		out := filepath.Join(t.TempDir(), "image.tar")
 		cmd := exec.Command("go", "run", "./hack/image", "build", "--image", testRef, "--version", "v9.9.9", "--out", out,
@@ -257,7 +261,6 @@ func TestSameCommitSameDigest(t *testing.T) {
 	if err := extractFile(img, binaryPath, bin); err != nil {
 		t.Fatal(err)
 	}
-	head, _ := exec.Command("git", "rev-parse", "HEAD").Output()
 	out, err := exec.Command(bin, "--version").CombinedOutput()
 	if want := "t9k-job-controller v9.9.9 (revision " + strings.TrimSpace(string(head)) + ", "; err != nil || !strings.HasPrefix(string(out), want) {
 		t.Errorf("the image's binary --version: %q %v, want it to start %q", out, err, want)

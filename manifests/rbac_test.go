@@ -10,10 +10,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/kueue"
 )
 
-// The controller may read and write every kind of child in the engine's table: a kind added
-// there without RBAC would be forbidden on a real cluster, whatever the fake clients allow.
+// The controller may read and write every kind of child in the engine's table and its
+// admitters': a kind added there without RBAC would be forbidden on a real cluster, whatever
+// the fake clients allow.
 func TestRBACCoversEveryChildKind(t *testing.T) {
 	data, err := os.ReadFile("rbac.yaml")
 	if err != nil {
@@ -29,7 +31,7 @@ func TestRBACCoversEveryChildKind(t *testing.T) {
 	if role == nil {
 		t.Fatal("no ClusterRole in rbac.yaml")
 	}
-	for _, k := range engine.ChildKinds() {
+	for _, k := range append(engine.ChildKinds(), kueue.ChildKinds()...) {
 		need := []string{"get", "list", "watch", "create", "delete"}
 		if !k.ReplaceOnChange {
 			need = append(need, "update")

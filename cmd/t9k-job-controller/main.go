@@ -39,6 +39,7 @@ import (
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/colossalaijob"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/genericjob"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/kueue"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/leadership"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/mpijob"
@@ -170,7 +171,7 @@ func run(ctx context.Context, o options) error {
 	if err := checkCRDs(kube.Discovery(), kinds); err != nil {
 		return err
 	}
-	queueing, err := queueingClients(kube, config, o, logger)
+	kueueClient, err := kueueClientIfServed(kube, config, o, logger)
 	if err != nil {
 		return err
 	}
@@ -196,7 +197,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	runControllers := func(ctx context.Context) {
-		runAll(ctx, o, engine.Clients{Kube: kube, Kueue: queueing}, jobFactory, kinds, events, &ready)
+		runAll(ctx, o, engine.Clients{Kube: kube}, kueueClient, jobFactory, kinds, events, &ready)
 	}
 	if !o.leaderElect {
 		runControllers(ctx)
@@ -228,9 +229,10 @@ func adapters(jobs versioned.Interface, f jobinformers.SharedInformerFactory) []
 	}
 }
 
-// runAll starts the informers and the controller of every kind, and returns once ctx ends
-// and in-flight syncs are done.
-func runAll(ctx context.Context, o options, clients engine.Clients, jobFactory jobinformers.SharedInformerFactory,
+// runAll starts the informers, the admitters and the controller of every kind, and returns
+// once ctx ends and in-flight syncs are done. kueueClient is nil when Kueue's API is not
+// served.
+func runAll(ctx context.Context, o options, clients engine.Clients, kueueClient kueueclient.Interface, jobFactory jobinformers.SharedInformerFactory,
 	kinds []engine.Adapter, events kubernetes.Interface, ready *atomic.Int32) {
 	ready.Store(syncing)
 	// The children, of every kind the engine's table lists: only the project's, and of each
@@ -246,21 +248,25 @@ func runAll(ctx context.Context, o options, clients engine.Clients, jobFactory j
 		WaitForCacheSync(<-chan struct{}) map[reflect.Type]bool
 		Shutdown()
 	}{jobFactory, kubeFactory}
-	if clients.Kueue != nil {
-		children.Kueue = kueueinformers.NewSharedInformerFactoryWithOptions(clients.Kueue, 0,
-			kueueinformers.WithNamespace(o.namespace),
-			kueueinformers.WithTweakListOptions(onlyChildren),
-			kueueinformers.WithTransform(engine.TrimChild))
-		children.KueueCluster = kueueinformers.NewSharedInformerFactory(clients.Kueue, 0)
-		factories = append(factories, children.Kueue, children.KueueCluster)
-	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "t9k-job-controller"})
 
+	// The admitters, asked in this order. Kueue's is always there: without its API a job
+	// that asks for a queue waits, saying Kueue is missing, rather than run unqueued.
+	queues := kueue.Config{Client: kueueClient, ForT9kScheduler: o.scheduler == schedulerKueue, Recorder: recorder}
+	if kueueClient != nil {
+		queues.Workloads = kueueinformers.NewSharedInformerFactoryWithOptions(kueueClient, 0,
+			kueueinformers.WithNamespace(o.namespace),
+			kueueinformers.WithTweakListOptions(onlyChildren),
+			kueueinformers.WithTransform(kueue.TrimWorkload))
+		queues.Cluster = kueueinformers.NewSharedInformerFactory(kueueClient, 0)
+		factories = append(factories, queues.Workloads, queues.Cluster)
+	}
+	options := engine.Options{Admitters: []engine.Admitter{kueue.New(queues)}}
+
 	controllers := make([]*engine.Controller, 0, len(kinds))
-	options := engine.Options{KueueForT9kScheduler: o.scheduler == schedulerKueue}
 	for _, a := range kinds {
 		controllers = append(controllers, engine.New(a, clients, children, recorder, options))
 	}
@@ -285,9 +291,9 @@ func runAll(ctx context.Context, o options, clients engine.Clients, jobFactory j
 	}
 }
 
-// queueingClients returns the client of Kueue's API when the API server serves it (nil
+// kueueClientIfServed returns the client of Kueue's API when the API server serves it (nil
 // otherwise: nothing of Kueue is watched), and checks --scheduler.
-func queueingClients(kube kubernetes.Interface, config *rest.Config, o options, logger klog.Logger) (kueueclient.Interface, error) {
+func kueueClientIfServed(kube kubernetes.Interface, config *rest.Config, o options, logger klog.Logger) (kueueclient.Interface, error) {
 	if o.scheduler != schedulerT9k && o.scheduler != schedulerKueue {
 		return nil, fmt.Errorf("--scheduler=%q: want %s or %s", o.scheduler, schedulerT9k, schedulerKueue)
 	}

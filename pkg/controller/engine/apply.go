@@ -98,7 +98,7 @@ func (c *Controller) fail(ctx context.Context, key string, job Job, reason strin
 			return err
 		}
 	}
-	return c.finishWorkload(ctx, job) // again on a later sync, should this write fail
+	return c.ended(ctx, job) // again on a later sync, should this write fail
 }
 
 // replicaServices are the live Services among objects that belong to a replica.

@@ -14,9 +14,10 @@ import (
 // What the controller knows besides its informers' caches: the writes they have yet to show,
 // and when pods were seen to end.
 
-// byJob indexes children by the UID of their job, so that a sync reads its own children
-// instead of filtering every object of the namespace.
-const byJob = "t9k-job-uid"
+// IndexByJob indexes children by the UID of their job, so that a sync reads its own children
+// instead of filtering every object of the namespace. Every child informer has it, an
+// admitter's too.
+const IndexByJob = "t9k-job-uid"
 
 func jobUIDOf(obj any) ([]string, error) {
 	m, err := meta.Accessor(obj)
@@ -32,9 +33,9 @@ func jobUIDOf(obj any) ([]string, error) {
 // children lists the children job controls, of every kind, from the informer caches, and
 // when the ended pods were seen to end.
 func (c *Controller) children(job Job) (Children, error) {
-	var ch Children
+	ch := Children{kinds: c.kinds}
 	for _, cc := range c.caches {
-		objs, err := cc.indexer.ByIndex(byJob, string(job.GetUID()))
+		objs, err := cc.indexer.ByIndex(IndexByJob, string(job.GetUID()))
 		if err != nil {
 			return Children{}, err
 		}

@@ -30,19 +30,20 @@ const statusWaitTTL = 30 * time.Second
 
 // Controller runs the jobs of one kind.
 type Controller struct {
-	adapter Adapter
-	kind    string
-	clients Clients
-	options Options
-	// queues reads what Kueue's admissions name; nil when Kueue's API is not served.
-	queues   *queueListers
+	adapter  Adapter
+	kind     string
+	clients  Clients
+	options  Options
 	recorder record.EventRecorder
-	queue    workqueue.TypedRateLimitingInterface[string]
-	lanes    *lanes // the queue's order: urgent keys first
-	synced   []cache.InformerSynced
+	// queue is the workqueue of the jobs' keys; lanes its order: urgent keys first.
+	queue  workqueue.TypedRateLimitingInterface[string]
+	lanes  *lanes
+	synced []cache.InformerSynced
 
-	// caches are the children's caches, one per entry of the table of child kinds, indexed by
-	// the UID of the job that owns them (byJob).
+	// kinds is the table of child kinds: the engine's own, then its admitters'.
+	kinds kindTable
+	// caches are the children's caches, one per kind of the table whose API is served,
+	// indexed by the UID of the job that owns them (IndexByJob).
 	caches []childCache
 
 	// expect holds the writes of children the cache has yet to show, per job and kind.
@@ -68,10 +69,8 @@ type childCache struct {
 
 // Options are the choices of the controller's operator.
 type Options struct {
-	// KueueForT9kScheduler makes spec.scheduler.t9kScheduler ask Kueue (--scheduler=kueue):
-	// its queue is the LocalQueue, its priority the Workload's; pods keep the default
-	// scheduler. Otherwise the field places pods with T9k Scheduler.
-	KueueForT9kScheduler bool
+	// Admitters decide when jobs' pods may be made (admission.go), asked in this order.
+	Admitters []Admitter
 }
 
 // New builds the controller of one kind. children are the informer factories of the
@@ -91,14 +90,17 @@ func New(adapter Adapter, clients Clients, children Informers, recorder record.E
 		now:      time.Now,
 	}
 	c.queue = newQueue(kind, clock.RealClock{}, c.lanes)
-	for i := range childKinds {
-		k := &childKinds[i]
+	c.kinds = ownKinds()
+	for _, a := range options.Admitters {
+		c.kinds = append(c.kinds, a.Kinds()...)
+	}
+	for _, k := range c.kinds {
 		informer := k.Informer(children)
 		if informer == nil {
 			continue // its API is not served
 		}
-		if _, ok := informer.GetIndexer().GetIndexers()[byJob]; !ok {
-			if err := informer.AddIndexers(cache.Indexers{byJob: jobUIDOf}); err != nil {
+		if _, ok := informer.GetIndexer().GetIndexers()[IndexByJob]; !ok {
+			if err := informer.AddIndexers(cache.Indexers{IndexByJob: jobUIDOf}); err != nil {
 				panic(fmt.Sprintf("indexing %s by job: %v", k.Resource, err)) // only before the informer starts
 			}
 		}
@@ -106,10 +108,8 @@ func New(adapter Adapter, clients Clients, children Informers, recorder record.E
 		c.synced = append(c.synced, informer.HasSynced)
 		c.watchChildren(k, informer)
 	}
-	if children.Kueue != nil {
-		c.queues = newQueueListers(children.KueueCluster)
-		c.synced = append(c.synced, c.queues.synced...)
-		c.watchPriorityClasses(children.KueueCluster.Kueue().V1beta2().WorkloadPriorityClasses().Informer())
+	for _, a := range options.Admitters {
+		c.synced = append(c.synced, a.Watch(controllerJobs{c})...)
 	}
 	c.watchJobs()
 	metrics.ReportJobs(kind, func() []string {
@@ -207,9 +207,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	logger := klog.FromContext(ctx).WithValues("kind", c.kind, "job", key)
 
 	if Finished(job.JobStatus()) && len(job.JobStatus().Tasks) == 0 {
-		// Failed before anything was created: nothing left to do but give back the quota
-		// of a queued job.
-		return 0, c.finishWorkload(ctx, job)
+		// Failed before anything was created: nothing left to do but tell the admitters,
+		// which may hold something for it (a queued job's quota).
+		return 0, c.ended(ctx, job)
 	}
 	plan, err := c.adapter.Plan(job)
 	if err != nil {
@@ -219,15 +219,15 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if err != nil {
 		return 0, err
 	}
-	workload, err := c.enqueue(job, plan, children)
-	var invalid *InvalidQueueError
+	verdicts, err := c.admit(job, plan, children)
+	var invalid *InvalidSpecError
 	switch {
 	case errors.As(err, &invalid):
 		return 0, c.fail(ctx, key, job, "InvalidSpec", invalid)
 	case err != nil:
 		return 0, err
 	}
-	d := Decide(job, plan, children, c.now())
+	d := Decide(job, plan, children, verdicts.combined(), c.now())
 	if d.BuildErr != nil {
 		return 0, d.BuildErr
 	}
@@ -239,7 +239,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		}
 		return 0, err
 	}
-	if err := c.tellQueue(ctx, job, plan.Queue, workload, d, children.Pods, wasWaiting); err != nil {
+	if err := c.decided(ctx, job, verdicts, d, children, wasWaiting); err != nil {
 		return 0, err
 	}
 	if Finished(d.Status) {

@@ -125,7 +125,7 @@ func TestStatusSeenOnceCacheIsNewer(t *testing.T) {
 // only until they expire, and the job is synced again then.
 func TestUnmetExpectationsComeBack(t *testing.T) {
 	s := newStallTest(t, testJob(batch.JobStatus{}))
-	s.c.expect.ExpectCreations(expectKey("ns/job", kindNamed(PodKind)), 1)
+	s.c.expect.ExpectCreations(expectKey("ns/job", podKind), 1)
 	if wait, err := s.c.sync(context.Background(), "ns/job"); err != nil || wait != 5*time.Minute {
 		t.Fatalf("sync with unmet expectations returned %s, %v: want to come back when they expire", wait, err)
 	}
@@ -163,3 +163,11 @@ func TestSyncComesBackForARestartBackoff(t *testing.T) {
 		t.Fatalf("sync returned %s, %v: want to come back within the %s backoff", wait, err, restartBackoff(1))
 	}
 }
+
+// planOverride is an adapter whose plan is given.
+type planOverride struct {
+	Adapter
+	plan func() *Plan
+}
+
+func (p *planOverride) Plan(Job) (*Plan, error) { return p.plan(), nil }

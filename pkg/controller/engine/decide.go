@@ -41,17 +41,6 @@ type Decision struct {
 	BuildErr error
 }
 
-// Children are what the controller sees of a job's children.
-type Children struct {
-	Pods []*corev1.Pod
-	// Objects are the job's other children, of every kind in the table.
-	Objects []metav1.Object
-	// EndSeen is when the controller first saw each ended pod (by UID) as ended. A
-	// container's finishedAt is truncated to the second; this keeps restart backoffs from
-	// starting up to a second before the pod really ended.
-	EndSeen map[types.UID]time.Time
-}
-
 // Decide compares a job's plan with its children and decides the next status and writes. It
 // is a pure function of its inputs, so that every rule has a unit test; the status it returns
 // already counts the restarts it orders, which is what makes a restart count survive a crash
@@ -61,14 +50,19 @@ type Children struct {
 // created), and the outcome on that; then, only if the job goes on, the restarts and
 // creations. A sync that ends the job restarts nothing: a restart is counted only when it
 // happens.
-func Decide(job Job, plan *Plan, children Children, now time.Time) *Decision {
+//
+// admission is the admitters' verdict on the job (admission.go), nil when none applies.
+func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time.Time) *Decision {
 	old := job.JobStatus()
 	d := &Decision{Status: &batch.JobStatus{ObservedGeneration: job.GetGeneration()}}
-	x := &decider{plan: plan, now: now, endSeen: children.EndSeen, d: d}
+	x := &decider{plan: plan, admission: admission, kinds: children.kinds, now: now, endSeen: children.EndSeen, d: d}
+	if admission != nil {
+		d.RequeueAfter = admission.RequeueAfter
+	}
 	x.finished = Finished(old)
-	// A job its queue has not admitted is held as a pause holds it: no pods.
-	x.queued = plan.Queue != nil && !plan.Queue.Admitted && !plan.Paused && !x.finished
-	x.paused = (plan.Paused || x.queued) && !x.finished
+	// A job its admitters have not admitted is held as a pause holds it: no pods.
+	x.unadmitted = admission != nil && !admission.Admitted && !plan.Paused && !x.finished
+	x.paused = (plan.Paused || x.unadmitted) && !x.finished
 	resumed := !plan.Paused && wasPaused(old)
 	pods := children.Pods
 
@@ -153,11 +147,11 @@ func Decide(job Job, plan *Plan, children Children, now time.Time) *Decision {
 	if plan.Debug {
 		hint = plan.DebugHint
 	}
-	var queued *Queue
-	if x.queued {
-		queued = plan.Queue
+	var unadmitted *Verdict
+	if x.unadmitted {
+		unadmitted = admission
 	}
-	setPhaseAndConditions(d.Status, old, d.Outcome, x.paused && !x.queued, queued, resumed, failedNames, pods, d.Waiting, hint, now)
+	setPhaseAndConditions(d.Status, old, d.Outcome, x.paused && !x.unadmitted, unadmitted, resumed, failedNames, pods, d.Waiting, hint, now)
 	if hint != "" {
 		running := conditionOf(d.Status, batch.JobConditionRunning)
 		if running.Status == corev1.ConditionTrue && strings.HasSuffix(running.Message, hint) &&
@@ -171,15 +165,18 @@ func Decide(job Job, plan *Plan, children Children, now time.Time) *Decision {
 
 // decider holds what one Decide call knows across replicas.
 type decider struct {
-	plan     *Plan
-	now      time.Time
-	endSeen  map[types.UID]time.Time
-	d        *Decision
-	finished bool
-	// paused: the job is held, no replica has a pod (a pause, or queued: its queue has not
-	// admitted it).
-	paused bool
-	queued bool
+	plan *Plan
+	// admission is the admitters' verdict (nil: none applies); kinds the table of child kinds.
+	admission *Verdict
+	kinds     kindTable
+	now       time.Time
+	endSeen   map[types.UID]time.Time
+	d         *Decision
+	finished  bool
+	// paused: the job is held, no replica has a pod (a pause, or unadmitted: an admitter has
+	// not admitted it).
+	paused     bool
+	unadmitted bool
 	// totalRestarts counts the job's restarts, those this decision would order included, for
 	// the plan's backoff limit.
 	totalRestarts int32

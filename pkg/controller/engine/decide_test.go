@@ -517,7 +517,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.check(t, Decide(testJob(tc.status), &tc.plan, Children{Pods: tc.pods, Objects: asObjects(tc.services)}, now))
+			tc.check(t, Decide(testJob(tc.status), &tc.plan, Children{Pods: tc.pods, Objects: asObjects(tc.services)}, nil, now))
 		})
 	}
 }
@@ -527,13 +527,13 @@ func TestDecide(t *testing.T) {
 func TestConditionTimesHold(t *testing.T) {
 	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: allSucceed}
 	pods := []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodRunning, 0)}
-	first := Decide(testJob(batch.JobStatus{}), plan, Children{Pods: pods}, now)
-	second := Decide(testJob(*first.Status), plan, Children{Pods: pods}, now.Add(time.Minute))
+	first := Decide(testJob(batch.JobStatus{}), plan, Children{Pods: pods}, nil, now)
+	second := Decide(testJob(*first.Status), plan, Children{Pods: pods}, nil, now.Add(time.Minute))
 	if !reflect.DeepEqual(first.Status, second.Status) {
 		t.Fatalf("status changed on a steady job:\n%+v\n%+v", first.Status, second.Status)
 	}
 	pods[0] = pod("job-worker-0", "uid-0", corev1.PodSucceeded, 0)
-	third := Decide(testJob(*second.Status), plan, Children{Pods: pods}, now.Add(2*time.Minute))
+	third := Decide(testJob(*second.Status), plan, Children{Pods: pods}, nil, now.Add(2*time.Minute))
 	if got := condition(third.Status, batch.JobCompleted).LastTransitionTime.Time; !got.Equal(now.Add(2 * time.Minute)) {
 		t.Errorf("Completed flipped at %s, want the time of the flip", got)
 	}
@@ -552,10 +552,10 @@ func TestRestartBackoff(t *testing.T) {
 
 func TestListed(t *testing.T) {
 	names := []string{"a", "b", "c", "d"}
-	if got := listed(names, 4); got != "a, b, c, d" {
+	if got := Listed(names, 4); got != "a, b, c, d" {
 		t.Errorf("listed(4 names, 4) = %q", got)
 	}
-	if got := listed(names, 2); got != "a, b and 2 more" {
+	if got := Listed(names, 2); got != "a, b and 2 more" {
 		t.Errorf("listed(4 names, 2) = %q", got)
 	}
 }

@@ -9,32 +9,23 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-
-	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
-	kueueclient "github.com/t9k-jobs/t9k-jobs/pkg/client/kueue/clientset/versioned"
-	kueueinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/kueue/informers/externalversions"
 )
 
-// Clients write the children.
+// Clients write the children. An admitter's kinds write with clients of their own.
 type Clients struct {
 	Kube kubernetes.Interface
-	// Kueue writes Workloads; nil when Kueue's API is not served.
-	Kueue kueueclient.Interface
 }
 
 // Informers are the factories of the children's informers, filtered to the project's children
-// (as cmd/ sets them up).
+// (as cmd/ sets them up). An admitter's kinds are watched by informers of its own.
 type Informers struct {
 	Kube informers.SharedInformerFactory
-	// Kueue watches the jobs' Workloads, and KueueCluster what their admissions name
-	// (ResourceFlavors, WorkloadPriorityClasses: not the project's children, so not filtered
-	// to them). Both are nil when Kueue's API is not served, and then none of it is watched.
-	Kueue, KueueCluster kueueinformers.SharedInformerFactory
 }
 
 // ChildKind is one kind of object a job may own: how the engine watches it, and reads and
-// writes it. Every kind the engine creates is one entry of childKinds; the informers, event
-// handlers, expectations, caches and writes loop over that table.
+// writes it. Every kind a controller creates is one entry of its table: the engine's own
+// (childKinds), then its admitters' (Admitter.Kinds). The informers, event handlers,
+// expectations, caches and writes loop over that table.
 type ChildKind struct {
 	Kind ObjectKind
 	// Group and Resource name the kind's API resource, as RBAC does; metrics and events name
@@ -43,14 +34,14 @@ type ChildKind struct {
 	// BeforePods: pods may mount it, so it is created and updated before the pods of a sync.
 	BeforePods bool
 	// ReplaceOnChange: a child of this kind whose built content changed is deleted and made
-	// again rather than updated (a Workload's pod sets cannot change once Kueue reserved
-	// quota for them).
+	// again rather than updated (an admitter's request that cannot change once granted, such
+	// as Kueue's Workload).
 	ReplaceOnChange bool
 	// Urgent: a change of a child of this kind is another controller's decision about the job
-	// (Kueue admits or evicts it), and syncs the job at once, never batched.
+	// (an admitter admits or evicts it), and syncs the job at once, never batched.
 	Urgent bool
 	// Informer is the kind's shared informer in the factories of the project's children; nil
-	// when the kind's API is not served (its factory is nil): the kind is then not watched.
+	// when the kind's API is not served: the kind is then not watched.
 	Informer func(Informers) cache.SharedIndexInformer
 
 	is     func(metav1.Object) bool
@@ -65,57 +56,53 @@ var childKinds = []ChildKind{
 	childKind(PodKind, "", "pods", false, func(f Informers) cache.SharedIndexInformer {
 		return f.Kube.Core().V1().Pods().Informer()
 	},
-		func(c Clients, ns string) client[*corev1.Pod] { return c.Kube.CoreV1().Pods(ns) }),
+		func(c Clients, ns string) Client[*corev1.Pod] { return c.Kube.CoreV1().Pods(ns) }),
 	childKind(ServiceKind, "", "services", false, func(f Informers) cache.SharedIndexInformer {
 		return f.Kube.Core().V1().Services().Informer()
 	},
-		func(c Clients, ns string) client[*corev1.Service] { return c.Kube.CoreV1().Services(ns) }),
+		func(c Clients, ns string) Client[*corev1.Service] { return c.Kube.CoreV1().Services(ns) }),
 	childKind(SecretKind, "", "secrets", true, func(f Informers) cache.SharedIndexInformer {
 		return f.Kube.Core().V1().Secrets().Informer()
 	},
-		func(c Clients, ns string) client[*corev1.Secret] { return c.Kube.CoreV1().Secrets(ns) }),
+		func(c Clients, ns string) Client[*corev1.Secret] { return c.Kube.CoreV1().Secrets(ns) }),
 	childKind(ConfigMapKind, "", "configmaps", true, func(f Informers) cache.SharedIndexInformer {
 		return f.Kube.Core().V1().ConfigMaps().Informer()
-	}, func(c Clients, ns string) client[*corev1.ConfigMap] {
+	}, func(c Clients, ns string) Client[*corev1.ConfigMap] {
 		return c.Kube.CoreV1().ConfigMaps(ns)
 	}),
 	childKind(DeploymentKind, "apps", "deployments", false, func(f Informers) cache.SharedIndexInformer {
 		return f.Kube.Apps().V1().Deployments().Informer()
-	}, func(c Clients, ns string) client[*appsv1.Deployment] {
+	}, func(c Clients, ns string) Client[*appsv1.Deployment] {
 		return c.Kube.AppsV1().Deployments(ns)
 	}),
-	queueObject(childKind(WorkloadKind, kueue.GroupName, "workloads", false, func(f Informers) cache.SharedIndexInformer {
-		if f.Kueue == nil {
-			return nil
-		}
-		return f.Kueue.Kueue().V1beta2().Workloads().Informer()
-	}, func(c Clients, ns string) client[*kueue.Workload] {
-		return c.Kueue.KueueV1beta2().Workloads(ns)
-	})),
 }
 
-// queueObject marks a kind as a queueing system's object for the job: replaced when it
-// changes, its changes urgent.
-func queueObject(k ChildKind) ChildKind {
-	k.ReplaceOnChange, k.Urgent = true, true
-	return k
-}
-
-// ChildKinds returns the table of child kinds (for checks that every kind is covered, such as
-// the controller's RBAC).
+// ChildKinds returns the engine's own child kinds (for checks that every kind is covered, such
+// as the controller's RBAC; an admitter lists its own).
 func ChildKinds() []ChildKind { return append([]ChildKind(nil), childKinds...) }
 
-// client is what the engine uses of a typed client-go client.
-type client[T metav1.Object] interface {
+// Client is what the engine uses of a typed client-go client.
+type Client[T metav1.Object] interface {
 	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
 	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
 }
 
+// NewChildKind makes an admitter's child kind from its informer and typed client: a change of
+// one is the admitter's decision about the job (Urgent), and a new request replaces the old
+// (ReplaceOnChange). informer is nil when the kind's API is not served.
+func NewChildKind[T metav1.Object](kind ObjectKind, group, resource string, informer cache.SharedIndexInformer,
+	clientFor func(namespace string) Client[T]) *ChildKind {
+	k := childKind(kind, group, resource, false, func(Informers) cache.SharedIndexInformer { return informer },
+		func(_ Clients, ns string) Client[T] { return clientFor(ns) })
+	k.ReplaceOnChange, k.Urgent = true, true
+	return &k
+}
+
 // childKind makes a table entry from a kind's typed client.
 func childKind[T metav1.Object](kind ObjectKind, group, resource string, beforePods bool, informer func(Informers) cache.SharedIndexInformer,
-	clientFor func(clients Clients, namespace string) client[T]) ChildKind {
+	clientFor func(clients Clients, namespace string) Client[T]) ChildKind {
 	return ChildKind{
 		Kind: kind, Group: group, Resource: resource, BeforePods: beforePods, Informer: informer,
 		is: func(o metav1.Object) bool { _, ok := o.(T); return ok },
@@ -136,30 +123,38 @@ func childKind[T metav1.Object](kind ObjectKind, group, resource string, beforeP
 	}
 }
 
-// kindOf finds the table entry of an object (nil for a kind the engine does not own).
-func kindOf(o metav1.Object) *ChildKind {
+// kindTable is a controller's table of child kinds: the engine's own, then its admitters'.
+type kindTable []*ChildKind
+
+// ownKinds is the table of the engine's own kinds.
+func ownKinds() kindTable {
+	t := make(kindTable, len(childKinds))
 	for i := range childKinds {
-		if childKinds[i].is(o) {
-			return &childKinds[i]
+		t[i] = &childKinds[i]
+	}
+	return t
+}
+
+// of finds the table entry of an object (nil for a kind the table does not hold).
+func (t kindTable) of(o metav1.Object) *ChildKind {
+	if t == nil {
+		t = ownKinds()
+	}
+	for _, k := range t {
+		if k.is(o) {
+			return k
 		}
 	}
 	return nil
 }
 
-// kindNamed finds the table entry of a kind.
-func kindNamed(kind ObjectKind) *ChildKind {
-	for i := range childKinds {
-		if childKinds[i].Kind == kind {
-			return &childKinds[i]
-		}
-	}
-	return nil
-}
-
-// kindName is the kind of an object ("" for one the engine does not own).
-func kindName(o metav1.Object) ObjectKind {
-	if k := kindOf(o); k != nil {
+// name is the kind of an object ("" for one the table does not hold).
+func (t kindTable) name(o metav1.Object) ObjectKind {
+	if k := t.of(o); k != nil {
 		return k.Kind
 	}
 	return ""
 }
+
+// podKind is the table entry of pods, the replicas: the first of the engine's own.
+var podKind = &childKinds[0]

@@ -32,7 +32,7 @@ func (x *decider) objects(job Job, have []metav1.Object) error {
 	}
 	existing := make(map[string]metav1.Object, len(have))
 	for _, o := range have {
-		existing[objectKey(kindName(o), o.GetName())] = o
+		existing[objectKey(x.kinds.name(o), o.GetName())] = o
 	}
 	wanted := make(map[string]bool, len(want))
 	for _, o := range want {
@@ -45,15 +45,18 @@ func (x *decider) objects(job Job, have []metav1.Object) error {
 		case x.finished || o.Keep:
 			continue // an ended job keeps what it has, as it has it
 		}
-		built, err := buildObject(job, o, cur)
+		built, err := BuildChild(job, o, cur)
 		if err != nil {
 			return err
+		}
+		if k := x.kinds.of(built); k == nil || k.Kind != o.Kind {
+			return fmt.Errorf("making %s %s: built a %T", o.Kind, o.Name, built)
 		}
 		switch {
 		case cur == nil:
 			x.d.CreateObjects = append(x.d.CreateObjects, built)
-		case !builtOtherwise(cur, built): // as the plan wants it
-		case kindOf(cur).ReplaceOnChange:
+		case !BuiltOtherwise(cur, built): // as the plan wants it
+		case x.kinds.of(cur).ReplaceOnChange:
 			x.d.DeleteObjects = append(x.d.DeleteObjects, cur) // made again once it is gone
 		default:
 			built.SetResourceVersion(cur.GetResourceVersion()) // as seen: a change since is not overwritten
@@ -62,21 +65,19 @@ func (x *decider) objects(job Job, have []metav1.Object) error {
 		}
 	}
 	for _, o := range have {
-		if !wanted[objectKey(kindName(o), o.GetName())] && o.GetDeletionTimestamp() == nil {
+		if !wanted[objectKey(x.kinds.name(o), o.GetName())] && o.GetDeletionTimestamp() == nil {
 			x.d.DeleteObjects = append(x.d.DeleteObjects, o)
 		}
 	}
 	return nil
 }
 
-// buildObject builds a plan's object as the job's child, with the hash of what was built.
-func buildObject(job Job, o Object, current metav1.Object) (metav1.Object, error) {
+// BuildChild builds a plan's object as the job's child, with the hash of what was built (an
+// admitter compares its request with the one that exists by it).
+func BuildChild(job Job, o Object, current metav1.Object) (metav1.Object, error) {
 	obj, err := o.Build(current)
 	if err != nil {
 		return nil, fmt.Errorf("making %s %s: %w", o.Kind, o.Name, err)
-	}
-	if k := kindOf(obj); k == nil || k.Kind != o.Kind {
-		return nil, fmt.Errorf("making %s %s: built a %T", o.Kind, o.Name, obj)
 	}
 	obj.SetName(o.Name)
 	obj.SetNamespace(job.GetNamespace())
@@ -106,8 +107,8 @@ func buildObject(job Job, o Object, current metav1.Object) (metav1.Object, error
 	return obj, nil
 }
 
-// builtOtherwise reports whether the plan built something else than what cur was built from.
-func builtOtherwise(cur, built metav1.Object) bool {
+// BuiltOtherwise reports whether the plan built something else than what cur was built from.
+func BuiltOtherwise(cur, built metav1.Object) bool {
 	return cur.GetAnnotations()[AnnotationChildHash] != built.GetAnnotations()[AnnotationChildHash]
 }
 

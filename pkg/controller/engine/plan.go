@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
@@ -59,9 +60,6 @@ type Plan struct {
 	Paused bool
 	// Scheduler, when set, places the pods with T9k Scheduler.
 	Scheduler *batch.T9kScheduler
-	// Queue, set by the engine for a job that asks for a queue (queue.go), is the queue's
-	// verdict: until it admits the job, the job is held as a pause holds it.
-	Queue *Queue
 	// CleanUp says which replicas are deleted once the job has ended; CleanUpTypes limits it
 	// to some replica types (nil: all).
 	CleanUp      batch.CleanUpPolicy
@@ -84,6 +82,21 @@ type Plan struct {
 	KindStatus func(Children) KindStatus
 }
 
+// Children are what the controller sees of a job's children.
+type Children struct {
+	Pods []*corev1.Pod
+	// Objects are the job's other children, of every kind in the controller's table.
+	Objects []metav1.Object
+	// EndSeen is when the controller first saw each ended pod (by UID) as ended. A
+	// container's finishedAt is truncated to the second; this keeps restart backoffs from
+	// starting up to a second before the pod really ended.
+	EndSeen map[types.UID]time.Time
+
+	// kinds is the controller's table of child kinds, the admitters' included (nil: the
+	// engine's own kinds), by which a decision knows each object's kind.
+	kinds kindTable
+}
+
 // KindStatus is a kind's own part of its status, as a decision found it.
 type KindStatus interface {
 	// SetOn sets the fields on job and says whether they changed.
@@ -99,8 +112,6 @@ const (
 	SecretKind     ObjectKind = "Secret"
 	ConfigMapKind  ObjectKind = "ConfigMap"
 	DeploymentKind ObjectKind = "Deployment"
-	// WorkloadKind is Kueue's Workload: a queued job's request for admission (queue.go).
-	WorkloadKind ObjectKind = "Workload"
 )
 
 // Object is one of a job's children besides its replicas.
@@ -115,11 +126,11 @@ type Object struct {
 	// (what is made afresh, a key pair, only when there is no current object).
 	Build func(current metav1.Object) (metav1.Object, error)
 	// Unhashed, when set, completes a built object with what the hash leaves out: fields
-	// another controller owns once the object exists (Kueue rewrites a Workload's priority
-	// when its class changes), which must not make the engine change it.
+	// another controller owns once the object exists (an admitter's, whose priority its
+	// system rewrites), which must not make the engine change it.
 	Unhashed func(built metav1.Object)
 	// Keep keeps the existing object as it is while the plan lists it: not built, changed nor
-	// made (a Workload whose job's pods are still going).
+	// made (an admitter's request that must outlast the job's pods).
 	Keep bool
 }
 

@@ -39,8 +39,9 @@ func controllerRef(job Job) []metav1.OwnerReference {
 }
 
 // newPod builds the pod of one replica from its group's template: the controller, not the
-// kubelet, restarts replicas (so that it can count restarts), hence restartPolicy Never.
-func newPod(job Job, plan *Plan, g Group, rank int32, resumed bool) *corev1.Pod {
+// kubelet, restarts replicas (so that it can count restarts), hence restartPolicy Never. The
+// admitters then add what they assigned (admission, nil when none applies).
+func newPod(job Job, plan *Plan, admission *Verdict, g Group, rank int32, resumed bool) *corev1.Pod {
 	tmpl := g.Template(rank)
 	pod := &corev1.Pod{ObjectMeta: *tmpl.ObjectMeta.DeepCopy(), Spec: *tmpl.Spec.DeepCopy()}
 	pod.Name = g.podName(job.GetName(), rank)
@@ -66,8 +67,8 @@ func newPod(job Job, plan *Plan, g Group, rank int32, resumed bool) *corev1.Pod 
 		}
 		pod.Annotations[batch.AnnotationPriority] = strconv.Itoa(int(s.Priority))
 	}
-	if a, ok := plan.Queue.podSetOf(g.Type); ok {
-		a.applyTo(pod)
+	if admission != nil && admission.Admitted && admission.Pod != nil {
+		admission.Pod(g.Type, pod)
 	}
 	if plan.Debug {
 		if pod.Annotations == nil {

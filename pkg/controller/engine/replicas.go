@@ -84,7 +84,7 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 		switch {
 		case counted:
 			r.action = finishRestart
-		case x.queued && prev.Phase == "":
+		case x.unadmitted && prev.Phase == "":
 			// Never created: it waits with its job.
 		case x.paused:
 			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
@@ -154,7 +154,7 @@ func (x *decider) carryOut(job Job, r *replica, resumed bool) {
 func (x *decider) createPod(job Job, r *replica, resumed bool) {
 	r.status.UID, r.status.Phase = "", batch.ReplicaCreating
 	r.status.Containers, r.status.Node, r.status.Reason, r.status.Message = []batch.ContainerStatus{}, "", "", ""
-	x.d.CreatePods = append(x.d.CreatePods, newPod(job, x.plan, *r.group, r.rank, resumed))
+	x.d.CreatePods = append(x.d.CreatePods, newPod(job, x.plan, x.admission, *r.group, r.rank, resumed))
 }
 
 // restartCounted reports whether a replica's status counts a restart of its current pod that

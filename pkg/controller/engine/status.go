@@ -15,16 +15,18 @@ import (
 const (
 	msgInitialized = "The job has been initialized successfully."
 	msgRunning     = "All pods are running normally."
-	msgSucceeded   = "The job has finished successfully."
-	msgDebug       = "The job is running in debug mode: replicas run their debug command."
+	// MsgSucceeded is also what an admitter tells its system of a job that succeeded.
+	MsgSucceeded = "The job has finished successfully."
+	msgDebug     = "The job is running in debug mode: replicas run their debug command."
 )
 
 // setPhaseAndConditions fills in phase and conditions. Every condition type is reported once;
 // a condition's lastTransitionTime moves only when its status flips.
 //
-// A queued job (queued set: its queue has not admitted it) is Pending, and its Running
-// condition says what it waits for; so does Initialized until the job has had its replicas.
-func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused bool, queued *Queue, resumed bool, failed []string, pods []*corev1.Pod, waiting, debugHint string, now time.Time) {
+// A job its admitters have not admitted (unadmitted set: their verdict) is Pending, and its
+// Running condition says what it waits for; so does Initialized until the job has had its
+// replicas.
+func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused bool, unadmitted *Verdict, resumed bool, failed []string, pods []*corev1.Pod, waiting, debugHint string, now time.Time) {
 	s.Conditions = append([]batch.JobCondition(nil), old.Conditions...)
 	set := func(t batch.JobConditionType, status bool, reason, message string) {
 		setCondition(&s.Conditions, t, status, reason, message, now)
@@ -34,8 +36,8 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused boo
 	switch {
 	case initialized:
 		set(batch.JobInitialized, true, "-", msgInitialized)
-	case queued != nil:
-		set(batch.JobInitialized, false, queued.Reason, queued.Message)
+	case unadmitted != nil:
+		set(batch.JobInitialized, false, unadmitted.Reason, unadmitted.Message)
 	case waiting != "":
 		set(batch.JobInitialized, false, "Waiting", waiting)
 	default:
@@ -46,7 +48,7 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused boo
 		endWith(set, outcome)
 	}
 	if len(failed) > 0 {
-		set(batch.JobReplicaFailure, true, "ReplicaFailed", "Failed replicas: "+listed(failed, 10)+".")
+		set(batch.JobReplicaFailure, true, "ReplicaFailed", "Failed replicas: "+Listed(failed, 10)+".")
 	} else {
 		set(batch.JobReplicaFailure, false, "-", msgRunning)
 	}
@@ -72,13 +74,13 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused boo
 		}
 		set(batch.JobCompleted, false, "-", "The job has not finished.")
 		set(batch.JobConditionFailed, false, "-", "The job has not failed.")
-	case queued != nil:
+	case unadmitted != nil:
 		s.Phase = batch.JobPending
-		message := queued.Message
+		message := unadmitted.Message
 		if left := len(live(pods)); left > 0 {
 			message += fmt.Sprintf(" %d replicas are being deleted.", left)
 		}
-		set(batch.JobConditionRunning, false, queued.Reason, message)
+		set(batch.JobConditionRunning, false, unadmitted.Reason, message)
 		set(batch.JobCompleted, false, "-", "The job has not finished.")
 		set(batch.JobConditionFailed, false, "-", "The job has not failed.")
 		setResumed(set, resumed)
@@ -116,10 +118,10 @@ func setResumed(set func(batch.JobConditionType, bool, string, string), resumed 
 	}
 }
 
-// listed joins names for a message, the first most of a long list: a condition message is
+// Listed joins names for a message, the first most of a long list: a condition message is
 // part of the status, which must stay small for the largest job, and an event is read by a
 // person.
-func listed(names []string, most int) string {
+func Listed(names []string, most int) string {
 	if len(names) <= most {
 		return strings.Join(names, ", ")
 	}
@@ -298,4 +300,14 @@ func conditionOf(s *batch.JobStatus, t batch.JobConditionType) batch.JobConditio
 		}
 	}
 	return batch.JobCondition{}
+}
+
+// EndMessage is what an ended job's Failed or Completed condition says ("" before the end).
+func EndMessage(s *batch.JobStatus) string {
+	for _, t := range []batch.JobConditionType{batch.JobConditionFailed, batch.JobCompleted} {
+		if c := conditionOf(s, t); c.Status == corev1.ConditionTrue {
+			return c.Message
+		}
+	}
+	return ""
 }

@@ -4,12 +4,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
 )
 
 // TrimChild is the informer transform of the children's caches: it keeps of each child only
-// what the engine reads, so that the caches of many jobs stay small. What each kind keeps:
+// what the engine reads, so that the caches of many jobs stay small (an admitter's kinds
+// trim further what their admitter does not read). What each kind keeps:
 //
 //   - every kind: the metadata, less managedFields;
 //   - Pod: a CachedPod, of its annotations only batch.AnnotationRunMode; spec.nodeName;
@@ -18,7 +17,6 @@ import (
 //     finishedAt);
 //   - Secret: its data (a job's SSH keys are kept from it when the Secret is built again);
 //   - Deployment: status.readyReplicas (TensorBoard's readiness);
-//   - Workload: its pod sets' names and counts (not their templates) and its status;
 //   - Service, ConfigMap: nothing more (their content is compared by the hash annotation).
 //
 // TestTrimmedChildrenDecideAlike fails when the engine starts reading a field dropped here.
@@ -35,13 +33,6 @@ func TrimChild(obj any) (any, error) {
 		return &corev1.ConfigMap{ObjectMeta: o.ObjectMeta}, nil
 	case *appsv1.Deployment:
 		return &appsv1.Deployment{ObjectMeta: o.ObjectMeta, Status: appsv1.DeploymentStatus{ReadyReplicas: o.Status.ReadyReplicas}}, nil
-	case *kueue.Workload:
-		wl := &kueue.Workload{ObjectMeta: o.ObjectMeta, Spec: o.Spec, Status: o.Status}
-		wl.Spec.PodSets = make([]kueue.PodSet, len(o.Spec.PodSets))
-		for i, ps := range o.Spec.PodSets {
-			wl.Spec.PodSets[i] = kueue.PodSet{Name: ps.Name, Count: ps.Count}
-		}
-		return wl, nil
 	}
 	return obj, nil
 }

@@ -79,7 +79,7 @@ func TestTrimmedChildrenDecideAlike(t *testing.T) {
 	hostfile := Object{Kind: ConfigMapKind, Name: "job-hostfile", Build: func(metav1.Object) (metav1.Object, error) {
 		return &corev1.ConfigMap{Data: map[string]string{"hostfile": "w0\n"}}, nil
 	}}
-	madeHostfile, err := buildObject(testJob(batch.JobStatus{}), hostfile, nil)
+	madeHostfile, err := BuildChild(testJob(batch.JobStatus{}), hostfile, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,8 +133,8 @@ func TestTrimmedChildrenDecideAlike(t *testing.T) {
 				o, _ := TrimChild(obj.(runtime.Object).DeepCopyObject())
 				trimmed.Objects = append(trimmed.Objects, o.(metav1.Object))
 			}
-			want := summary(t, Decide(testJob(tc.status), tc.plan, Children{Pods: tc.pods, Objects: tc.objects}, now))
-			if got := summary(t, Decide(testJob(tc.status), tc.plan, trimmed, now)); got != want {
+			want := summary(t, Decide(testJob(tc.status), tc.plan, Children{Pods: tc.pods, Objects: tc.objects}, nil, now))
+			if got := summary(t, Decide(testJob(tc.status), tc.plan, trimmed, nil, now)); got != want {
 				t.Errorf("decided on trimmed children:\n%s\nwant, as on the full ones:\n%s", got, want)
 			}
 		})

@@ -60,12 +60,12 @@ func (w writeLog) count() int {
 	return n
 }
 
-// String lists the names by kind, in the table's order: "secrets a; pods b, c".
-func (w writeLog) String() string {
+// in lists the names by kind, in the table's order: "secrets a; pods b, c".
+func (w writeLog) in(kinds kindTable) string {
 	var parts []string
-	for i := range childKinds {
-		if names := w[&childKinds[i]]; len(names) > 0 {
-			parts = append(parts, childKinds[i].Resource+" "+listed(names, 5))
+	for _, k := range kinds {
+		if names := w[k]; len(names) > 0 {
+			parts = append(parts, k.Resource+" "+Listed(names, 5))
 		}
 	}
 	return strings.Join(parts, "; ")
@@ -81,7 +81,7 @@ func (c *Controller) createAll(ctx context.Context, key string, job Job, d *Deci
 	var mu sync.Mutex
 	write := func(first bool) error {
 		var errs []error
-		for _, group := range byKind(d.CreateObjects) {
+		for _, group := range c.kinds.group(d.CreateObjects) {
 			if group.kind.BeforePods == first {
 				names, err := c.create(ctx, key, job, group.kind, group.objs)
 				mu.Lock()
@@ -90,7 +90,7 @@ func (c *Controller) createAll(ctx context.Context, key string, job Job, d *Deci
 				errs = append(errs, err)
 			}
 		}
-		for _, group := range byKind(d.UpdateObjects) {
+		for _, group := range c.kinds.group(d.UpdateObjects) {
 			if group.kind.BeforePods == first {
 				names, err := c.update(ctx, key, group.kind, group.objs)
 				mu.Lock()
@@ -106,16 +106,16 @@ func (c *Controller) createAll(ctx context.Context, key string, job Job, d *Deci
 		var othersErr, podsErr error
 		var wg sync.WaitGroup
 		wg.Go(func() { othersErr = write(false) })
-		pods, podsErr := c.create(ctx, key, job, kindNamed(PodKind), asObjects(d.CreatePods))
+		pods, podsErr := c.create(ctx, key, job, podKind, asObjects(d.CreatePods))
 		wg.Wait()
-		created.add(kindNamed(PodKind), pods)
+		created.add(podKind, pods)
 		err = errors.Join(othersErr, podsErr)
 	}
 	if len(created) > 0 {
-		c.recorder.Eventf(job, corev1.EventTypeNormal, "Created", "Created %s", created)
+		c.recorder.Eventf(job, corev1.EventTypeNormal, "Created", "Created %s", created.in(c.kinds))
 	}
 	if len(updated) > 0 {
-		c.recorder.Eventf(job, corev1.EventTypeNormal, "Updated", "Updated %s to follow the spec", updated)
+		c.recorder.Eventf(job, corev1.EventTypeNormal, "Updated", "Updated %s to follow the spec", updated.in(c.kinds))
 	}
 	if err != nil {
 		c.recorder.Eventf(job, corev1.EventTypeWarning, "CreateFailed", "%v", err)
@@ -127,7 +127,7 @@ func (c *Controller) createAll(ctx context.Context, key string, job Job, d *Deci
 func (c *Controller) deleteAll(ctx context.Context, key string, job Job, pods []*corev1.Pod, objects []metav1.Object) error {
 	deleted := writeLog{}
 	var err error
-	for _, group := range append([]kindGroup{{kindNamed(PodKind), asObjects(pods)}}, byKind(objects)...) {
+	for _, group := range append([]kindGroup{{podKind, asObjects(pods)}}, c.kinds.group(objects)...) {
 		var names []string
 		names, err = c.remove(ctx, key, group.kind, group.objs)
 		deleted.add(group.kind, names)
@@ -136,7 +136,7 @@ func (c *Controller) deleteAll(ctx context.Context, key string, job Job, pods []
 		}
 	}
 	if len(deleted) > 0 {
-		c.recorder.Eventf(job, corev1.EventTypeNormal, "Deleted", "Deleted %s", deleted)
+		c.recorder.Eventf(job, corev1.EventTypeNormal, "Deleted", "Deleted %s", deleted.in(c.kinds))
 	}
 	return err
 }
@@ -147,13 +147,13 @@ type kindGroup struct {
 	objs []metav1.Object
 }
 
-// byKind groups objects by kind, in the table's order.
-func byKind(objs []metav1.Object) []kindGroup {
+// group groups objects by kind, in the table's order.
+func (t kindTable) group(objs []metav1.Object) []kindGroup {
 	var groups []kindGroup
-	for i := range childKinds {
-		g := kindGroup{kind: &childKinds[i]}
+	for _, k := range t {
+		g := kindGroup{kind: k}
 		for _, o := range objs {
-			if childKinds[i].is(o) {
+			if k.is(o) {
 				g.objs = append(g.objs, o)
 			}
 		}

@@ -1,9 +1,8 @@
-package engine
+package kueue
 
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +25,7 @@ import (
 	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
 	kueuefake "github.com/t9k-jobs/t9k-jobs/pkg/client/kueue/clientset/versioned/fake"
 	kueueinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/kueue/informers/externalversions"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
 )
 
@@ -33,13 +33,16 @@ import (
 // fake Kueue, no informer running: each step syncs once, then the test's caches take what
 // the fake API holds, as the informers would.
 type queueTest struct {
-	c      *Controller
-	jobs   *fake.Clientset
-	kube   *kubefake.Clientset
-	kueue  *kueuefake.Clientset
-	events *record.FakeRecorder
-	clock  *clocktesting.FakeClock
-	jobKey string
+	st       *engine.Stepper
+	admitter *Admitter
+	// adapter is the job's adapter, whose plan a test may change.
+	adapter *planOverride
+	jobs    *fake.Clientset
+	kube    *kubefake.Clientset
+	kueue   *kueuefake.Clientset
+	events  *record.FakeRecorder
+	clock   *clocktesting.FakeClock
+	jobKey  string
 	// cluster is the informer factory of the cluster-wide Kueue objects (flavors, classes).
 	cluster kueueinformers.SharedInformerFactory
 }
@@ -52,8 +55,9 @@ func cpuTemplate(int32) corev1.PodTemplateSpec {
 }
 
 // newQueueTest makes the controller; withKueue false is a cluster where Kueue's API is not
-// served. clusterObjs are ResourceFlavors and WorkloadPriorityClasses.
-func newQueueTest(t *testing.T, job *batch.GenericJob, withKueue bool, options Options, clusterObjs ...metav1.Object) *queueTest {
+// served. config's ForT9kScheduler is the operator's choice; clusterObjs are ResourceFlavors
+// and WorkloadPriorityClasses.
+func newQueueTest(t *testing.T, job *batch.GenericJob, withKueue bool, config Config, clusterObjs ...metav1.Object) *queueTest {
 	t.Helper()
 	jobs := fake.NewClientset(job)
 	jobFactory := jobinformers.NewSharedInformerFactory(jobs, 0)
@@ -61,43 +65,43 @@ func newQueueTest(t *testing.T, job *batch.GenericJob, withKueue bool, options O
 	if err := informer.Informer().GetIndexer().Add(job); err != nil {
 		t.Fatal(err)
 	}
-	adapter := NewAdapter[*batch.GenericJob]("GenericJob", informer.Informer(), informer.Lister().GenericJobs, jobs.BatchV1beta1().GenericJobs,
-		func(j *batch.GenericJob) (*Plan, error) {
-			p := &Plan{Groups: []Group{
+	adapter := &planOverride{Adapter: engine.NewAdapter[*batch.GenericJob]("GenericJob", informer.Informer(), informer.Lister().GenericJobs, jobs.BatchV1beta1().GenericJobs,
+		func(j *batch.GenericJob) (*engine.Plan, error) {
+			p := &engine.Plan{Groups: []engine.Group{
 				{Type: "worker", Replicas: 2, Restart: batch.RestartOnFailure, Template: cpuTemplate},
 				{Type: "ps", Replicas: 1, Restart: batch.RestartNever, Template: cpuTemplate},
 			}, Judge: allSucceed}
 			p.SetRunMode(j.Spec.RunMode, j.Spec.Scheduler)
 			return p, nil
-		})
+		})}
 	kube := kubefake.NewClientset()
-	s := &queueTest{jobs: jobs, kube: kube, events: record.NewFakeRecorder(100), jobKey: "ns/job"}
-	clients, children := Clients{Kube: kube}, Informers{Kube: informers.NewSharedInformerFactory(kube, 0)}
+	s := &queueTest{adapter: adapter, jobs: jobs, kube: kube, events: record.NewFakeRecorder(100), jobKey: "ns/job"}
+	clients, children := engine.Clients{Kube: kube}, engine.Informers{Kube: informers.NewSharedInformerFactory(kube, 0)}
+	config.Recorder = s.events
 	if withKueue {
 		s.kueue = kueuefake.NewSimpleClientset()
-		clients.Kueue = s.kueue
-		children.Kueue = kueueinformers.NewSharedInformerFactory(s.kueue, 0)
-		children.KueueCluster = kueueinformers.NewSharedInformerFactory(s.kueue, 0)
-		s.cluster = children.KueueCluster
+		config.Client = s.kueue
+		config.Workloads = kueueinformers.NewSharedInformerFactory(s.kueue, 0)
+		config.Cluster = kueueinformers.NewSharedInformerFactory(s.kueue, 0)
+		s.cluster = config.Cluster
 		for _, o := range clusterObjs {
 			var err error
 			switch o := o.(type) {
 			case *kueue.ResourceFlavor:
-				err = children.KueueCluster.Kueue().V1beta2().ResourceFlavors().Informer().GetIndexer().Add(o)
+				err = config.Cluster.Kueue().V1beta2().ResourceFlavors().Informer().GetIndexer().Add(o)
 			case *kueue.WorkloadPriorityClass:
-				err = children.KueueCluster.Kueue().V1beta2().WorkloadPriorityClasses().Informer().GetIndexer().Add(o)
+				err = config.Cluster.Kueue().V1beta2().WorkloadPriorityClasses().Informer().GetIndexer().Add(o)
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	s.c = New(adapter, clients, children, s.events, options)
+	s.admitter = New(config)
+	c := engine.New(adapter, clients, children, s.events, engine.Options{Admitters: []engine.Admitter{s.admitter}})
 	s.clock = clocktesting.NewFakeClock(now)
-	s.c.now = s.clock.Now
-	s.c.expect.SetClock(s.clock.Now)
-	s.c.queue = newQueue("", s.clock, s.c.lanes)
-	t.Cleanup(s.c.queue.ShutDown)
+	s.st = engine.NewStepper(c, s.clock)
+	t.Cleanup(s.st.Queue().ShutDown)
 	return s
 }
 
@@ -111,11 +115,11 @@ func (s *queueTest) step(t *testing.T) {
 
 func (s *queueTest) sync(t *testing.T) time.Duration {
 	t.Helper()
-	wait, err := s.c.sync(context.Background(), s.jobKey)
+	wait, err := s.st.Sync(context.Background(), s.jobKey)
 	if err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	if _, held := s.c.held.Load(s.jobKey); held {
+	if s.st.Held(s.jobKey) {
 		s.clock.Step(wait)
 		s.refresh(t)
 		return s.sync(t)
@@ -129,7 +133,7 @@ func (s *queueTest) refresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.c.adapter.Informer().GetIndexer().Update(job); err != nil {
+	if err := s.adapter.Informer().GetIndexer().Update(job); err != nil {
 		t.Fatal(err)
 	}
 	pods, _ := s.kube.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{})
@@ -137,32 +141,24 @@ func (s *queueTest) refresh(t *testing.T) {
 	for i := range pods.Items {
 		objs = append(objs, &pods.Items[i])
 	}
-	s.show(t, PodKind, objs)
+	s.show(t, engine.PodKind, objs)
 	if s.kueue != nil {
 		wls, _ := s.kueue.KueueV1beta2().Workloads("ns").List(context.Background(), metav1.ListOptions{})
 		objs = nil
 		for i := range wls.Items {
-			trimmed, _ := TrimChild(&wls.Items[i]) // as the controller's cache keeps it
+			trimmed, _ := TrimWorkload(&wls.Items[i]) // as the controller's cache keeps it
 			objs = append(objs, trimmed.(metav1.Object))
 		}
 		s.show(t, WorkloadKind, objs)
 	}
-	s.c.expect.Forget(expectKey(s.jobKey, kindNamed(PodKind)))
-	s.c.expect.Forget(expectKey(s.jobKey, kindNamed(WorkloadKind)))
-	s.c.written.Delete(s.jobKey)
+	s.st.Settle(s.jobKey)
 }
 
 // show replaces a kind's cache with objs.
-func (s *queueTest) show(t *testing.T, kind ObjectKind, objs []metav1.Object) {
+func (s *queueTest) show(t *testing.T, kind engine.ObjectKind, objs []metav1.Object) {
 	t.Helper()
-	indexer := s.c.caches[kindIndex(kind)].indexer
-	for _, o := range indexer.List() {
-		_ = indexer.Delete(o)
-	}
-	for _, o := range objs {
-		if err := indexer.Add(o); err != nil {
-			t.Fatal(err)
-		}
+	if err := s.st.Show(kind, objs); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -217,7 +213,7 @@ func admit(wl *kueue.Workload) {
 // admittedJob is a queued job that Kueue admitted, its pods created.
 func admittedJob(t *testing.T) *queueTest {
 	t.Helper()
-	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Options{}, flavors...)
+	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Config{}, flavors...)
 	s.step(t)
 	s.kueueDecides(t, admit)
 	s.step(t)
@@ -241,7 +237,7 @@ var flavors = []metav1.Object{
 // A job in a queue creates its Workload (a pod set per replica type) and nothing else until
 // Kueue admits it; then all its pods at once, on the nodes of the flavors assigned.
 func TestQueuedJobWaitsForAdmission(t *testing.T) {
-	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Options{}, flavors...)
+	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Config{}, flavors...)
 	s.step(t)
 	if pods := s.pods(t); len(pods) != 0 {
 		t.Fatalf("a queued job created %d pods before its admission", len(pods))
@@ -441,18 +437,18 @@ func (s *queueTest) endPod(t *testing.T, name string, phase corev1.PodPhase) {
 // must never count less than what runs. A pod that ended holds nothing; nor does one gone.
 func TestFinishedJobKeepsQuotaWhilePodsRun(t *testing.T) {
 	s := admittedJob(t)
-	s.c.adapter = &planOverride{Adapter: s.c.adapter, plan: func() *Plan {
+	s.adapter.override(func() *engine.Plan {
 		// The ps ends the job, as a launcher does; the workers run on.
-		return &Plan{Groups: []Group{
+		return &engine.Plan{Groups: []engine.Group{
 			{Type: "worker", Replicas: 2, Restart: batch.RestartOnFailure, Template: cpuTemplate},
 			{Type: "ps", Replicas: 1, Restart: batch.RestartNever, Template: cpuTemplate},
-		}, CleanUp: batch.CleanUpNone, Judge: func(rs Replicas) *Outcome {
+		}, CleanUp: batch.CleanUpNone, Judge: func(rs engine.Replicas) *engine.Outcome {
 			if rs["ps"][0].Final {
-				return &Outcome{Succeeded: true, Message: "ps done"}
+				return &engine.Outcome{Succeeded: true, Message: "ps done"}
 			}
 			return nil
 		}}
-	}}
+	})
 	s.runAll(t)
 	s.step(t)
 	drain(s.events)
@@ -494,7 +490,7 @@ func TestFinishedJobKeepsQuotaWhilePodsRun(t *testing.T) {
 
 // Without Kueue's API a job that asks for a queue waits, saying so; nothing is created.
 func TestQueuedJobWithoutKueueWaits(t *testing.T) {
-	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), false, Options{})
+	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), false, Config{})
 	s.step(t)
 	job := s.job(t)
 	running := conditionOf(&job.Status, batch.JobConditionRunning)
@@ -504,8 +500,7 @@ func TestQueuedJobWithoutKueueWaits(t *testing.T) {
 	if !strings.Contains(drain(s.events), "Warning KueueNotInstalled") {
 		t.Error("no KueueNotInstalled event")
 	}
-	watched := slices.ContainsFunc(s.c.caches, func(cc childCache) bool { return cc.kind.Kind == WorkloadKind })
-	if watched || s.c.queues != nil {
+	if s.st.Watches(WorkloadKind) || s.admitter.installed() {
 		t.Error("Kueue's API is not served, yet the controller watches it")
 	}
 }
@@ -516,7 +511,7 @@ func TestQueuedJobWithoutKueueWaits(t *testing.T) {
 func TestT9kSchedulerAsKueue(t *testing.T) {
 	job := queuedJob(nil)
 	job.Spec.Scheduler = &batch.SchedulePolicy{T9kScheduler: &batch.T9kScheduler{Queue: "default", Priority: 50}}
-	s := newQueueTest(t, job, true, Options{KueueForT9kScheduler: true}, flavors...)
+	s := newQueueTest(t, job, true, Config{ForT9kScheduler: true}, flavors...)
 	s.step(t)
 	wl := s.workload(t)
 	if wl.Spec.QueueName != "default" || wl.Spec.Priority == nil || *wl.Spec.Priority != 50 {
@@ -532,7 +527,7 @@ func TestT9kSchedulerAsKueue(t *testing.T) {
 
 	job = queuedJob(map[string]string{kueue.LabelPriorityClass: "urgent"})
 	job.Spec.Scheduler = &batch.SchedulePolicy{T9kScheduler: &batch.T9kScheduler{Queue: "default", Priority: 50}}
-	s = newQueueTest(t, job, true, Options{KueueForT9kScheduler: true},
+	s = newQueueTest(t, job, true, Config{ForT9kScheduler: true},
 		&kueue.WorkloadPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "urgent"}, Value: 1000})
 	s.step(t)
 	wl = s.workload(t)
@@ -544,7 +539,7 @@ func TestT9kSchedulerAsKueue(t *testing.T) {
 // A priority class that does not exist keeps the job waiting, saying which, with no timer:
 // the class's creation syncs the job, which then makes its Workload.
 func TestMissingPriorityClassWaits(t *testing.T) {
-	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a", kueue.LabelPriorityClass: "nope"}), true, Options{})
+	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a", kueue.LabelPriorityClass: "nope"}), true, Config{})
 	if wait := s.sync(t); wait != 0 {
 		t.Fatalf("sync returned %s: want no timer, the class's creation syncs the job", wait)
 	}
@@ -563,12 +558,12 @@ func TestMissingPriorityClassWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return s.c.queue.Len() > 0, nil
+		return s.st.Queue().Len() > 0, nil
 	})
 	if err != nil {
 		t.Fatal("the job was not synced when the class it waits for was created")
 	}
-	if key, _ := s.c.queue.Get(); key != s.jobKey {
+	if key, _ := s.st.Queue().Get(); key != s.jobKey {
 		t.Fatalf("synced %q, want the job %q", key, s.jobKey)
 	}
 	s.step(t)
@@ -609,9 +604,9 @@ func TestChangedQueuedJobIsQueuedAnew(t *testing.T) {
 	s := admittedJob(t)
 	s.runAll(t)
 	s.step(t) // Running
-	s.c.adapter = &planOverride{Adapter: s.c.adapter, plan: func() *Plan {
-		return &Plan{Groups: []Group{{Type: "worker", Replicas: 4, Restart: batch.RestartOnFailure, Template: cpuTemplate}}, Judge: allSucceed}
-	}}
+	s.adapter.override(func() *engine.Plan {
+		return &engine.Plan{Groups: []engine.Group{{Type: "worker", Replicas: 4, Restart: batch.RestartOnFailure, Template: cpuTemplate}}, Judge: allSucceed}
+	})
 	s.step(t)
 	running := conditionOf(&s.job(t).Status, batch.JobConditionRunning)
 	if running.Reason != "Queued" || len(s.pods(t)) != 0 {
@@ -652,17 +647,17 @@ func TestRequeuedJobSaysWhatChanged(t *testing.T) {
 	}
 
 	s = admittedJob(t)
-	s.c.adapter = &planOverride{Adapter: s.c.adapter, plan: func() *Plan {
+	s.adapter.override(func() *engine.Plan {
 		other := func(rank int32) corev1.PodTemplateSpec {
 			tmpl := cpuTemplate(rank)
 			tmpl.Spec.Containers[0].Image = "trainer:2"
 			return tmpl
 		}
-		return &Plan{Groups: []Group{
+		return &engine.Plan{Groups: []engine.Group{
 			{Type: "worker", Replicas: 2, Restart: batch.RestartOnFailure, Template: other},
 			{Type: "ps", Replicas: 1, Restart: batch.RestartNever, Template: cpuTemplate},
 		}, Judge: allSucceed}
-	}}
+	})
 	s.step(t)
 	running = conditionOf(&s.job(t).Status, batch.JobConditionRunning)
 	if want := "The job's pod templates changed: it is queued anew"; !strings.HasPrefix(running.Message, want) {
@@ -683,14 +678,14 @@ func (s *queueTest) editSpec(t *testing.T, edit func(*batch.GenericJob)) {
 
 // More replica types than a Workload has pod sets: the job fails, saying why.
 func TestTooManyTypesForKueueFails(t *testing.T) {
-	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Options{})
-	s.c.adapter = &planOverride{Adapter: s.c.adapter, plan: func() *Plan {
-		p := &Plan{}
+	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Config{})
+	s.adapter.override(func() *engine.Plan {
+		p := &engine.Plan{}
 		for j := range 9 {
-			p.Groups = append(p.Groups, Group{Type: fmt.Sprintf("type%d", j), Replicas: 1, Template: cpuTemplate})
+			p.Groups = append(p.Groups, engine.Group{Type: fmt.Sprintf("type%d", j), Replicas: 1, Template: cpuTemplate})
 		}
 		return p
-	}}
+	})
 	s.step(t)
 	job := s.job(t)
 	failed := conditionOf(&job.Status, batch.JobConditionFailed)
@@ -699,18 +694,23 @@ func TestTooManyTypesForKueueFails(t *testing.T) {
 	}
 }
 
-// planOverride is an adapter whose plan is given.
+// planOverride is an adapter whose plan a test may give: plan, or the error err.
 type planOverride struct {
-	Adapter
-	plan func() *Plan
+	engine.Adapter
+	plan func() *engine.Plan
 	err  error
 }
 
-func (p *planOverride) Plan(Job) (*Plan, error) {
-	if p.err != nil {
+func (p *planOverride) override(plan func() *engine.Plan) { p.plan = plan }
+
+func (p *planOverride) Plan(job engine.Job) (*engine.Plan, error) {
+	switch {
+	case p.err != nil:
 		return nil, p.err
+	case p.plan != nil:
+		return p.plan(), nil
 	}
-	return p.plan(), nil
+	return p.Adapter.Plan(job)
 }
 
 func drain(r *record.FakeRecorder) string {
@@ -730,7 +730,7 @@ func drain(r *record.FakeRecorder) string {
 // gone.
 func TestInvalidJobFinishesItsWorkload(t *testing.T) {
 	s := admittedJob(t)
-	s.c.adapter = &planOverride{Adapter: s.c.adapter, err: fmt.Errorf("spec.replicaSpecs[0]: cannot run")}
+	s.adapter.err = fmt.Errorf("spec.replicaSpecs[0]: cannot run")
 	s.step(t)
 	if job := s.job(t); job.Status.Phase != batch.JobFailed {
 		t.Fatalf("phase %s, want Failed", job.Status.Phase)
@@ -749,7 +749,7 @@ func TestInvalidJobFinishesItsWorkload(t *testing.T) {
 // leaves the Workload, and the job running, as they are.
 func TestPriorityClassIsReadOnce(t *testing.T) {
 	class := &kueue.WorkloadPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "urgent"}, Value: 1000}
-	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a", kueue.LabelPriorityClass: "urgent"}), true, Options{},
+	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a", kueue.LabelPriorityClass: "urgent"}), true, Config{},
 		append([]metav1.Object{class}, flavors...)...)
 	s.step(t)
 	s.kueueDecides(t, admit)
@@ -822,7 +822,7 @@ func TestPodsReadyFollowsReadiness(t *testing.T) {
 func TestPriorityClassLabelChangesThePriority(t *testing.T) {
 	low := &kueue.WorkloadPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "low"}, Value: 10}
 	high := &kueue.WorkloadPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000}
-	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a", kueue.LabelPriorityClass: "low"}), true, Options{},
+	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a", kueue.LabelPriorityClass: "low"}), true, Config{},
 		append([]metav1.Object{low, high}, flavors...)...)
 	s.step(t)
 	s.kueueDecides(t, admit)
@@ -844,4 +844,42 @@ func TestPriorityClassLabelChangesThePriority(t *testing.T) {
 	if events := drain(s.events); !strings.Contains(events, "PriorityChanged") {
 		t.Errorf("no PriorityChanged event; events:\n%s", events)
 	}
+}
+
+var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func testJob(status batch.JobStatus) *batch.GenericJob {
+	return &batch.GenericJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: batch.SchemeGroupVersion.String(), Kind: "GenericJob"},
+		ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns", UID: "job-uid", Generation: 1},
+		Status:     status,
+	}
+}
+
+// allSucceed is the outcome: success once every replica has succeeded, failure once any has
+// failed for good.
+func allSucceed(rs engine.Replicas) *engine.Outcome {
+	done := true
+	for _, list := range rs {
+		for _, r := range list {
+			if r.Final && r.Phase == batch.ReplicaFailed {
+				return &engine.Outcome{Message: "failed"}
+			}
+			done = done && r.Final && r.Phase == batch.ReplicaSucceeded
+		}
+	}
+	if done {
+		return &engine.Outcome{Succeeded: true, Message: "succeeded"}
+	}
+	return nil
+}
+
+// conditionOf is the condition of a type in s (the zero condition when there is none).
+func conditionOf(s *batch.JobStatus, t batch.JobConditionType) batch.JobCondition {
+	for _, c := range s.Conditions {
+		if c.Type == t {
+			return c
+		}
+	}
+	return batch.JobCondition{}
 }

@@ -1,0 +1,193 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Admission: a system outside the controller that decides when a job's pods may be made, and
+// where (Kueue's quota and queues; a gang scheduler's pod groups). The engine knows it only
+// through an Admitter: it asks each admitter, in order, for its verdict before deciding, holds
+// the job as a pause holds it (no pods) until every admitter that applies has admitted it,
+// lets the admitters complete the pods it makes, and tells them what each sync did.
+
+// Admitter is one admission system, as the engine sees it.
+type Admitter interface {
+	// Kinds are the kinds of children the admitter makes for jobs (Kueue's Workload). Each
+	// controller adds them to its table of child kinds, and watches, reads and writes them as
+	// it does its own; an admitter's kinds close over its own clients and informers. None
+	// when the admitter's API is not served.
+	Kinds() []*ChildKind
+	// Watch is called once by the controller of each kind, before the informers start. The
+	// admitter registers what else should sync the kind's jobs (a Kueue priority class that
+	// is created), and returns the informers the controller waits for besides its children's.
+	Watch(jobs Jobs) []cache.InformerSynced
+	// Admit is the admitter's verdict on a job about to be decided, nil when the admitter does
+	// not apply to the job. It may complete the plan: its own children go in Plan.Objects,
+	// and it may take over Plan.Scheduler (whose queue and priority then mean its own). An
+	// *InvalidSpecError fails the job with its message.
+	Admit(job Job, plan *Plan, children Children) (*Verdict, error)
+	// Decided tells the admitter, once a decision is carried out, what the sync did to the
+	// job: started, ready, lost readiness, paused, stopped for it, or ended. v is its own
+	// verdict of that sync.
+	Decided(ctx context.Context, job Job, v *Verdict, r Report) error
+	// Ended tells the admitter that a job ended outside a decision (its spec cannot run, a
+	// child's name is taken): what it holds for the job can go once no pod runs.
+	Ended(ctx context.Context, job Job, r Report) error
+}
+
+// Verdict is an admitter's answer for one job in one sync.
+type Verdict struct {
+	// Admitted: the job's pods may be made.
+	Admitted bool
+	// Reason (one word) and Message say why the job waits, while it is not admitted; the
+	// job's Running condition says them.
+	Reason, Message string
+	// RequeueAfter asks for another sync then, should no event come first (0: none).
+	RequeueAfter time.Duration
+	// Pod, when set, adds to the pod of a replica of the given type what the admission
+	// assigned: node selectors, tolerations, labels, a pod group.
+	Pod func(replicaType string, pod *corev1.Pod)
+	// Note is the admitter's own, from Admit to Decided (Kueue: the job's Workload).
+	Note any
+}
+
+// Report is what a sync did to a job, as an admitter needs to know it.
+type Report struct {
+	// Decision is the sync's decision, carried out; when the job ended outside a decision it
+	// holds only the job's status.
+	Decision *Decision
+	Children Children
+	// WasWaiting is the reason of the job's Running condition before the sync: an admitter
+	// tells the start of a wait from its continuation by it.
+	WasWaiting string
+	// Ready: every replica has a pod that is Ready, or has succeeded.
+	Ready bool
+	// Running: a pod of the job may still run (one being deleted runs until it is gone).
+	Running bool
+	// KeptRunning names the pods of an ended job that still run and that the decision does
+	// not delete: those its clean-up policy keeps.
+	KeptRunning []string
+	// Now is the sync's time.
+	Now time.Time
+}
+
+// Jobs is what an admitter sees of the controller of one kind.
+type Jobs interface {
+	// Kind is the kind of the jobs.
+	Kind() string
+	// List lists the jobs in the cache.
+	List() []Job
+	// Sync has a job synced soon, by its key (namespace/name).
+	Sync(key string)
+}
+
+// InvalidSpecError is a job that an admitter cannot admit as it is written: the job fails
+// with the message.
+type InvalidSpecError struct{ Message string }
+
+func (e *InvalidSpecError) Error() string { return e.Message }
+
+// verdicts are the verdicts of the admitters that apply to one job in one sync, in their
+// order.
+type verdicts struct {
+	by   []Admitter
+	list []*Verdict
+}
+
+// admit asks every admitter for its verdict on the job.
+func (c *Controller) admit(job Job, plan *Plan, children Children) (*verdicts, error) {
+	vs := &verdicts{}
+	for _, admitter := range c.options.Admitters {
+		v, err := admitter.Admit(job, plan, children)
+		if err != nil {
+			return nil, err
+		}
+		if v != nil {
+			vs.by, vs.list = append(vs.by, admitter), append(vs.list, v)
+		}
+	}
+	return vs, nil
+}
+
+// combined is what Decide takes of the verdicts: admitted only when every one is, the first
+// that waits saying why; nil when no admitter applies.
+func (vs *verdicts) combined() *Verdict {
+	if len(vs.list) == 0 {
+		return nil
+	}
+	out := &Verdict{Admitted: true}
+	for _, v := range vs.list {
+		out.RequeueAfter = minPositive(out.RequeueAfter, v.RequeueAfter)
+		if !v.Admitted && out.Admitted {
+			out.Admitted, out.Reason, out.Message = false, v.Reason, v.Message
+		}
+	}
+	list := vs.list
+	out.Pod = func(replicaType string, pod *corev1.Pod) {
+		for _, v := range list {
+			if v.Pod != nil {
+				v.Pod(replicaType, pod)
+			}
+		}
+	}
+	return out
+}
+
+// decided tells the admitters that applied what the sync did.
+func (c *Controller) decided(ctx context.Context, job Job, vs *verdicts, d *Decision, children Children, wasWaiting string) error {
+	if len(vs.by) == 0 {
+		return nil
+	}
+	r := c.report(d, children, wasWaiting)
+	for i, admitter := range vs.by {
+		if err := admitter.Decided(ctx, job, vs.list[i], r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ended tells every admitter that the job ended outside a decision.
+func (c *Controller) ended(ctx context.Context, job Job) error {
+	if len(c.options.Admitters) == 0 {
+		return nil
+	}
+	children, err := c.children(job)
+	if err != nil {
+		return err
+	}
+	r := c.report(&Decision{Status: job.JobStatus()}, children, "")
+	for _, admitter := range c.options.Admitters {
+		if err := admitter.Ended(ctx, job, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// report is what a decision did to the job, for the admitters.
+func (c *Controller) report(d *Decision, children Children, wasWaiting string) Report {
+	return Report{Decision: d, Children: children, WasWaiting: wasWaiting, Now: c.now(),
+		Ready: everyReplicaReady(d.Status, children.Pods), Running: AnyRunning(children.Pods), KeptRunning: keptRunning(d, children.Pods)}
+}
+
+// controllerJobs is the controller as an admitter sees it.
+type controllerJobs struct{ c *Controller }
+
+func (j controllerJobs) Kind() string { return j.c.kind }
+
+func (j controllerJobs) List() []Job {
+	var jobs []Job
+	for _, o := range j.c.adapter.Informer().GetStore().List() {
+		if job, ok := o.(Job); ok {
+			jobs = append(jobs, job)
+		}
+	}
+	return jobs
+}
+
+func (j controllerJobs) Sync(key string) { j.c.queue.Add(key) }

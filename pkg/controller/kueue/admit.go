@@ -1,0 +1,156 @@
+package kueue
+
+import (
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
+)
+
+// maxPodSets is the most pod sets a Workload may have: the replica types of one job.
+const maxPodSets = 8
+
+// Reasons of the conditions of a job that waits for Kueue.
+const (
+	reasonQueued            = "Queued"
+	reasonEvicted           = "Evicted"
+	reasonPreempted         = "Preempted"
+	reasonKueueNotInstalled = "KueueNotInstalled"
+)
+
+// request is the queue a job asks for.
+type request struct {
+	localQueue string
+	// priorityClass names a WorkloadPriorityClass; otherwise priority, when set, is the
+	// Workload's priority.
+	priorityClass string
+	priority      *int32
+}
+
+// request returns the queue the job asks for, or nil. With ForT9kScheduler the plan's T9k
+// Scheduler settings become the request, and the pods keep the default scheduler; Kueue's
+// labels on the job win over them.
+func (a *Admitter) request(job engine.Job, plan *engine.Plan) *request {
+	var q *request
+	if s := plan.Scheduler; s != nil && a.config.ForT9kScheduler {
+		plan.Scheduler = nil
+		priority := s.Priority
+		q = &request{localQueue: s.Queue, priority: &priority}
+	}
+	labels := job.GetLabels()
+	if name := labels[kueue.LabelQueueName]; name != "" {
+		if q == nil {
+			q = &request{}
+		}
+		q.localQueue = name
+	}
+	if q != nil && labels[kueue.LabelPriorityClass] != "" {
+		q.priorityClass, q.priority = labels[kueue.LabelPriorityClass], nil
+	}
+	return q
+}
+
+// state is Kueue's verdict on a job, as the Workload shows it: the job runs only while it is
+// admitted.
+type state struct {
+	// Admitted: the job may run. podSets add to its pods what the admission assigned, by
+	// pod set.
+	admitted bool
+	podSets  map[string]podSetAdmission
+	// reason and message say why the job does not run, while it is not admitted;
+	// evictionReason is Kueue's own, when it evicted the job.
+	reason, message, evictionReason string
+}
+
+// note is what Admit leaves for Decided: the job's Workload (nil: none yet) and Kueue's
+// verdict (nil: the job has ended, and Kueue is told only that).
+type note struct {
+	wl    *kueue.Workload
+	state *state
+}
+
+// Admit puts a job that asks for a queue in it: its verdict is Kueue's, and the plan gets the
+// Workload among its objects (none while the job is paused, once its pods are gone: its quota
+// is handed back). What the job waits for, events announce: its Workload's, and a
+// WorkloadPriorityClass's creation (Watch).
+func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Children) (*engine.Verdict, error) {
+	q := a.request(job, plan)
+	if q == nil {
+		return nil, nil
+	}
+	if len(plan.Groups) > maxPodSets {
+		return nil, &engine.InvalidSpecError{Message: fmt.Sprintf("Kueue admits jobs of at most %d replica types, and this job has %d: run it outside Kueue's queues, or with fewer replica types.",
+			maxPodSets, len(plan.Groups))}
+	}
+	wl := workloadOf(children.Objects)
+	if engine.Finished(job.JobStatus()) {
+		// An ended job keeps its Workload as it is (Finished), whatever its queue, flavors or
+		// priority class became since.
+		if wl != nil {
+			plan.Objects = append(plan.Objects, engine.Object{Kind: WorkloadKind, Name: wl.Name, Keep: true})
+		}
+		return &engine.Verdict{Admitted: true, Note: &note{wl: wl}}, nil
+	}
+	s, err := a.state(q, wl)
+	if err != nil {
+		return nil, err
+	}
+	if !a.installed() {
+		return verdict(wl, s), nil
+	}
+	// A Workload goes only once the job's pods have: deleting it gives its quota back, which
+	// Kueue may then admit another job onto.
+	keep := engine.Object{Kind: WorkloadKind, Name: WorkloadName(job), Keep: true}
+	running := engine.AnyRunning(children.Pods)
+	if plan.Paused {
+		if wl != nil && running {
+			plan.Objects = append(plan.Objects, keep)
+		}
+		return verdict(wl, s), nil
+	}
+	obj, err := a.workloadObject(job, plan, q, wl)
+	var wait *waitError
+	switch {
+	case errors.As(err, &wait):
+		return verdict(wl, &state{reason: wait.reason, message: wait.message}), nil
+	case err != nil:
+		return nil, err
+	}
+	if wl != nil {
+		// The job changed what its Workload holds (its LocalQueue, replicas or templates):
+		// Kueue cannot change an admitted Workload, so the job stops, and its Workload is made
+		// again once its pods are gone.
+		built, err := engine.BuildChild(job, obj, wl)
+		if err != nil {
+			return nil, err
+		}
+		if engine.BuiltOtherwise(wl, built) {
+			s = &state{reason: reasonQueued, message: "The job's " + workloadChange(wl, built.(*kueue.Workload)) +
+				": it is queued anew, with a new Workload once its pods are gone."}
+			if running {
+				obj = keep
+			}
+		}
+	}
+	plan.Objects = append(plan.Objects, obj)
+	return verdict(wl, s), nil
+}
+
+// verdict is Kueue's state as the engine takes it.
+func verdict(wl *kueue.Workload, s *state) *engine.Verdict {
+	return &engine.Verdict{Admitted: s.admitted, Reason: s.reason, Message: s.message, Note: &note{wl: wl, state: s},
+		Pod: func(replicaType string, pod *corev1.Pod) {
+			if ps, ok := s.podSets[podSetName(replicaType)]; ok {
+				ps.applyTo(pod)
+			}
+		}}
+}
+
+// waitError is a reason a queued job cannot be queued yet that a person must fix: the job
+// waits with it as its condition.
+type waitError struct{ reason, message string }
+
+func (e *waitError) Error() string { return e.message }

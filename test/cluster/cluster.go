@@ -44,6 +44,15 @@ const FakeNodeAnnotation = "kwok.x-k8s.io/node"
 // the API server's serving certificate names. The process node takes it as --service-cidr.
 const ServiceCIDR = "10.96.0.0/16"
 
+// The local control plane schedules pod groups all or nothing, as a cluster that turns on
+// Kubernetes' gang scheduling (beta in 1.37, off by default) does: the feature gate on the API
+// server, scheduler and controller manager, and the API on the API server. With the gate the
+// scheduler enables its GangScheduling plugin by default.
+const (
+	gangFeatureGates  = "GenericWorkload=true"
+	gangRuntimeConfig = "scheduling.k8s.io/v1beta1=true"
+)
+
 // Options configure a cluster.
 type Options struct {
 	// BinDir holds etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok.
@@ -147,6 +156,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--service-cluster-ip-range="+ServiceCIDR,
 		"--endpoint-reconciler-type=none", // no endpoints for the loopback apiserver
 		"--allow-privileged=true",
+		// Kubernetes' own gang scheduling: the scheduling.k8s.io/v1beta1 API (PodGroup,
+		// Workload) and, in the scheduler, the GangScheduling plugin (docs/testing.md, "The
+		// local control plane").
+		"--feature-gates="+gangFeatureGates, "--runtime-config="+gangRuntimeConfig,
 		// Kubelets (the process node): the API server reaches them at their InternalIP (the
 		// process node registers 127.0.0.1), presents its client certificate, and verifies
 		// theirs with the cluster's CA (pki.go).
@@ -198,11 +211,11 @@ leaderElection:
 		return nil, err
 	}
 	if err := c.run("kube-scheduler", bin("kube-scheduler"),
-		"--config="+schedulerConfig, "--secure-port=0"); err != nil {
+		"--config="+schedulerConfig, "--secure-port=0", "--feature-gates="+gangFeatureGates); err != nil {
 		return nil, err
 	}
 	if err := c.run("kube-controller-manager", bin("kube-controller-manager"),
-		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0",
+		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0", "--feature-gates="+gangFeatureGates,
 		"--service-account-private-key-file="+filepath.Join(dir, "sa.key"),
 		"--root-ca-file="+filepath.Join(dir, "certs", "apiserver.crt"),
 		"--use-service-account-credentials=false",

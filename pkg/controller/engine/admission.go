@@ -55,26 +55,6 @@ type Verdict struct {
 	Note any
 }
 
-// Report is what a sync did to a job, as an admitter needs to know it.
-type Report struct {
-	// Decision is the sync's decision, carried out; when the job ended outside a decision it
-	// holds only the job's status.
-	Decision *Decision
-	Children Children
-	// WasWaiting is the reason of the job's Running condition before the sync: an admitter
-	// tells the start of a wait from its continuation by it.
-	WasWaiting string
-	// Ready: every replica has a pod that is Ready, or has succeeded.
-	Ready bool
-	// Running: a pod of the job may still run (one being deleted runs until it is gone).
-	Running bool
-	// KeptRunning names the pods of an ended job that still run and that the decision does
-	// not delete: those its clean-up policy keeps.
-	KeptRunning []string
-	// Now is the sync's time.
-	Now time.Time
-}
-
 // Jobs is what an admitter sees of the controller of one kind.
 type Jobs interface {
 	// Kind is the kind of the jobs.
@@ -121,7 +101,9 @@ func (vs *verdicts) combined() *Verdict {
 	}
 	out := &Verdict{Admitted: true}
 	for _, v := range vs.list {
-		out.RequeueAfter = minPositive(out.RequeueAfter, v.RequeueAfter)
+		if v.RequeueAfter > 0 {
+			out.RequeueAfter = minPositive(out.RequeueAfter, v.RequeueAfter)
+		}
 		if !v.Admitted && out.Admitted {
 			out.Admitted, out.Reason, out.Message = false, v.Reason, v.Message
 		}
@@ -167,12 +149,6 @@ func (c *Controller) ended(ctx context.Context, job Job) error {
 		}
 	}
 	return nil
-}
-
-// report is what a decision did to the job, for the admitters.
-func (c *Controller) report(d *Decision, children Children, wasWaiting string) Report {
-	return Report{Decision: d, Children: children, WasWaiting: wasWaiting, Now: c.now(),
-		Ready: everyReplicaReady(d.Status, children.Pods), Running: AnyRunning(children.Pods), KeptRunning: keptRunning(d, children.Pods)}
 }
 
 // controllerJobs is the controller as an admitter sees it.

@@ -25,7 +25,8 @@ type Decision struct {
 	DeleteObjects []metav1.Object
 	// Restarted names the replicas restarted by this decision.
 	Restarted []string
-	// RequeueAfter asks for another sync after a restart backoff or at the deadline (0: none).
+	// RequeueAfter asks for another sync after a restart backoff, at the deadline, or when an
+	// admitter asks for one (0: none).
 	RequeueAfter time.Duration
 	// Outcome is set when the job ends with this decision.
 	Outcome *Outcome

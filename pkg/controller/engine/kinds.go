@@ -11,6 +11,17 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
+// ObjectKind is the kind of a job's child, as its API names it.
+type ObjectKind string
+
+const (
+	PodKind        ObjectKind = "Pod"
+	ServiceKind    ObjectKind = "Service"
+	SecretKind     ObjectKind = "Secret"
+	ConfigMapKind  ObjectKind = "ConfigMap"
+	DeploymentKind ObjectKind = "Deployment"
+)
+
 // Clients write the children. An admitter's kinds write with clients of their own.
 type Clients struct {
 	Kube kubernetes.Interface

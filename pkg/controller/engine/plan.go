@@ -103,17 +103,6 @@ type KindStatus interface {
 	SetOn(job Job) (changed bool)
 }
 
-// ObjectKind is the kind of a job's child, as its API names it.
-type ObjectKind string
-
-const (
-	PodKind        ObjectKind = "Pod"
-	ServiceKind    ObjectKind = "Service"
-	SecretKind     ObjectKind = "Secret"
-	ConfigMapKind  ObjectKind = "ConfigMap"
-	DeploymentKind ObjectKind = "Deployment"
-)
-
 // Object is one of a job's children besides its replicas.
 type Object struct {
 	Kind ObjectKind

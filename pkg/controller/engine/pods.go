@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -152,43 +151,6 @@ func unlisted(pods, listed []*corev1.Pod) []*corev1.Pod {
 		}
 	}
 	return out
-}
-
-// everyReplicaReady reports whether every replica of a status has a pod that is ready, or has
-// succeeded (Kueue's waitForPodsReady waits for that).
-func everyReplicaReady(s *batch.JobStatus, pods []*corev1.Pod) bool {
-	total, ready := 0, 0
-	for _, t := range s.Tasks {
-		total += len(t.Replicas)
-	}
-	for _, p := range pods {
-		if p.DeletionTimestamp == nil && (podReady(p) || p.Status.Phase == corev1.PodSucceeded) {
-			ready++
-		}
-	}
-	return total > 0 && ready >= total
-}
-
-// AnyRunning reports whether a pod may still run: one not yet gone that has not ended (one
-// being deleted runs until it is gone).
-func AnyRunning(pods []*corev1.Pod) bool {
-	return slices.ContainsFunc(pods, func(p *corev1.Pod) bool { return !podEnded(p) })
-}
-
-// keptRunning names the pods of an ended job that still run and that its decision does not
-// delete: those its clean-up policy keeps.
-func keptRunning(d *Decision, pods []*corev1.Pod) []string {
-	if !Finished(d.Status) {
-		return nil
-	}
-	var names []string
-	for _, p := range unlisted(live(pods), d.DeletePods) {
-		if !podEnded(p) {
-			names = append(names, p.Name)
-		}
-	}
-	slices.Sort(names)
-	return names
 }
 
 func minPositive(a, b time.Duration) time.Duration {

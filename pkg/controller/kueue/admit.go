@@ -53,18 +53,6 @@ func (a *Admitter) request(job engine.Job, plan *engine.Plan) *request {
 	return q
 }
 
-// state is Kueue's verdict on a job, as the Workload shows it: the job runs only while it is
-// admitted.
-type state struct {
-	// Admitted: the job may run. podSets add to its pods what the admission assigned, by
-	// pod set.
-	admitted bool
-	podSets  map[string]podSetAdmission
-	// reason and message say why the job does not run, while it is not admitted;
-	// evictionReason is Kueue's own, when it evicted the job.
-	reason, message, evictionReason string
-}
-
 // note is what Admit leaves for Decided: the job's Workload (nil: none yet) and Kueue's
 // verdict (nil: the job has ended, and Kueue is told only that).
 type note struct {

@@ -15,7 +15,19 @@ import (
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 )
 
-// state is Kueue's verdict on the job, from its Workload (nil while there is none).
+// state is Kueue's verdict on a job, as the Workload shows it: the job runs only while it is
+// admitted.
+type state struct {
+	// admitted: the job may run. podSets add to its pods what the admission assigned, by
+	// pod set.
+	admitted bool
+	podSets  map[string]podSetAdmission
+	// reason and message say why the job does not run, while it is not admitted;
+	// evictionReason is Kueue's own, when it evicted the job.
+	reason, message, evictionReason string
+}
+
+// state reads Kueue's verdict on the job from its Workload (nil while there is none).
 func (a *Admitter) state(q *request, wl *kueue.Workload) (*state, error) {
 	waiting := fmt.Sprintf("Waiting for Kueue to admit the job from LocalQueue %q", q.localQueue)
 	switch {

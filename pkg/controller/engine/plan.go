@@ -2,7 +2,8 @@
 // Plan (replica groups, their pod templates and restart policies, the job's other children
 // and the rule that ends the job); the engine compares the plan with the children that exist
 // and decides what to create, update, delete, restart and report. Every kind of child is one
-// entry in one table (kinds.go). It knows nothing of MPI or TensorFlow.
+// entry in one table (kinds.go). It knows nothing of MPI or TensorFlow, nor of Kueue: what
+// decides when a job's pods may be made is an Admitter (admission.go).
 package engine
 
 import (

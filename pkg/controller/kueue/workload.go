@@ -112,3 +112,9 @@ func workloadOf(objects []metav1.Object) *kueue.Workload {
 	}
 	return nil
 }
+
+// waitError is a reason a queued job cannot be queued yet that a person must fix: the job
+// waits with it as its condition.
+type waitError struct{ reason, message string }
+
+func (e *waitError) Error() string { return e.message }

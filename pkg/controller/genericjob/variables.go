@@ -12,10 +12,6 @@ import (
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 )
 
-// variable matches $(...). Only the forms of the GenericJob docs are replaced; anything else,
-// such as Kubernetes' own $(ENV_VAR) references, is left for the kubelet.
-var variable = regexp.MustCompile(`\$\(([^()]*)\)`)
-
 var (
 	replicasVar    = regexp.MustCompile(`^replicas\[([^\]]*)\]$`)
 	servicePortVar = regexp.MustCompile(`^service\.port\[([^\]]*)\]$`)
@@ -44,20 +40,53 @@ func newVariables(job *batch.GenericJob) *variables {
 }
 
 // resolve replaces the variables of s for the replica (type, rank), or says which variable
-// cannot be resolved and how to fix it.
+// cannot be resolved and how to fix it. s is read the way the kubelet reads it afterwards
+// (Kubernetes' $(VAR_NAME) expansion): "$$" is an escaped "$", "$(" opens a reference that
+// runs to the first ")", and a "$(" without a ")" is plain text. Only the references of the
+// GenericJob docs are replaced; everything else, Kubernetes' own $(ENV_VAR) references and
+// escaped "$$(...)" included, is kept as it is, for the kubelet. One pass: a value is never
+// read again, so resolving the result again changes nothing.
 func (v *variables) resolve(s, replicaType string, rank int32) (string, error) {
+	if !strings.Contains(s, "$(") {
+		return s, nil
+	}
+	var b strings.Builder
 	var firstErr error
-	out := variable.ReplaceAllStringFunc(s, func(match string) string {
-		value, err := v.value(match[2:len(match)-1], replicaType, rank)
+	for {
+		i := strings.IndexByte(s, '$')
+		if i < 0 || i+1 >= len(s) {
+			b.WriteString(s)
+			return b.String(), firstErr
+		}
+		b.WriteString(s[:i])
+		switch s[i+1] {
+		case '$': // an escaped "$": kept, the kubelet unescapes it
+			b.WriteString("$$")
+			s = s[i+2:]
+			continue
+		case '(':
+		default:
+			b.WriteByte('$')
+			s = s[i+1:]
+			continue
+		}
+		end := strings.IndexByte(s[i+2:], ')')
+		if end < 0 { // "$(" without ")": text, to the end
+			b.WriteString(s[i:])
+			return b.String(), firstErr
+		}
+		ref := s[i : i+2+end+1]
+		s = s[i+len(ref):]
+		value, err := v.value(ref[2:len(ref)-1], replicaType, rank)
 		if err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("%s %w", match, err)
+			firstErr = fmt.Errorf("%s %w", ref, err)
 		}
 		if err != nil || value == nil {
-			return match
+			b.WriteString(ref)
+			continue
 		}
-		return *value
-	})
-	return out, firstErr
+		b.WriteString(*value)
+	}
 }
 
 // value returns a variable's value, nil for a $(...) that is not ours.

@@ -8,13 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/t9k-jobs/t9k-jobs/test/cluster"
+	"github.com/t9k-jobs/t9k-jobs/test/harness"
 )
 
 // What a run costs the machine: on 2 cores both runs are bound by CPU, mostly the API
@@ -58,35 +58,18 @@ func apiserverRequests(ctx context.Context, kube kubernetes.Interface) map[strin
 	if err != nil {
 		return counts
 	}
-	for _, line := range strings.Split(string(body), "\n") {
-		l, n, ok := sample(line, "apiserver_request_total")
-		if !ok || l["code"] == "0" || l["verb"] == "WATCH" {
+	for _, sm := range harness.Metrics(body).Samples("apiserver_request_total") {
+		l := sm.Labels
+		if l["code"] == "0" || l["verb"] == "WATCH" {
 			continue // long-running watches are counted when they end
 		}
 		key := l["verb"] + " " + l["resource"]
 		if l["subresource"] != "" {
 			key += "/" + l["subresource"]
 		}
-		counts[key] += n
+		counts[key] += sm.Value
 	}
 	return counts
-}
-
-// sample parses one line of the Prometheus text format if it is a sample of metric: its
-// labels and value.
-func sample(line, metric string) (labels map[string]string, value float64, ok bool) {
-	rest, ok := strings.CutPrefix(line, metric+"{")
-	if !ok {
-		return nil, 0, false
-	}
-	text, valueText, _ := strings.Cut(rest, "} ")
-	labels = map[string]string{}
-	for _, kv := range strings.Split(text, ",") {
-		k, v, _ := strings.Cut(kv, "=")
-		labels[k] = strings.Trim(v, `"`)
-	}
-	value, err := strconv.ParseFloat(valueText, 64)
-	return labels, value, err == nil
 }
 
 // printRequests prints, with BENCH_DIAG set, the requests the API server served between two

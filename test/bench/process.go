@@ -4,36 +4,32 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net"
+	"maps"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
-
 	"github.com/t9k-jobs/t9k-jobs/test/cluster"
+	"github.com/t9k-jobs/t9k-jobs/test/harness"
 )
 
 type controllerProcess struct {
-	cmd     *exec.Cmd
+	*harness.Process
+	binary  string
 	addr    string
 	metrics string
 	started time.Time // just before the process started
-	done    chan struct{}
 }
 
 // startController builds the controller from the working tree and starts it, and returns
 // once it is ready.
 func startController(ctx context.Context, c config, kubeconfig, dir string) (*controllerProcess, error) {
-	binary, err := buildController(dir)
-	if err != nil {
+	binary := filepath.Join(dir, "t9k-job-controller")
+	if err := harness.Build(".", "./cmd/t9k-job-controller", binary); err != nil {
 		return nil, err
 	}
 	p, err := launchController(c, binary, kubeconfig, dir)
@@ -47,54 +43,34 @@ func startController(ctx context.Context, c config, kubeconfig, dir string) (*co
 	return p, nil
 }
 
-func buildController(dir string) (string, error) {
-	binary := filepath.Join(dir, "t9k-job-controller")
-	if out, err := exec.Command("go", "build", "-o", binary, "./cmd/t9k-job-controller").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the controller: %v\n%s", err, out)
-	}
-	return binary, nil
-}
-
 // launchController starts a built controller with the bench's flags, then
 // $BENCH_CONTROLLER_ARGS (space-separated), so that a caller can try e.g. --memory-limit.
 // Its log goes to dir/controller.log, appended to, so that a restarted controller's log
 // follows the first one's.
 func launchController(c config, binary, kubeconfig, dir string) (*controllerProcess, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := harness.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	addr := l.Addr().String()
-	l.Close()
-	log, err := os.OpenFile(filepath.Join(dir, "controller.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer log.Close()
 	args := []string{"--kubeconfig", kubeconfig, "--leader-elect=false", "--bind-address", addr,
 		"--workers", strconv.Itoa(c.workers), "--kube-api-qps", fmt.Sprint(c.qps), "--kube-api-burst", strconv.Itoa(c.burst),
 		"--profiling=" + strconv.FormatBool(os.Getenv("BENCH_PPROF") != "")}
-	cmd := exec.Command(binary, append(args, strings.Fields(os.Getenv("BENCH_CONTROLLER_ARGS"))...)...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	started := time.Now()
-	if err := cmd.Start(); err != nil {
+	proc, err := harness.Start(binary, append(args, strings.Fields(os.Getenv("BENCH_CONTROLLER_ARGS"))...),
+		harness.Options{Log: filepath.Join(dir, "controller.log")})
+	if err != nil {
 		return nil, err
 	}
-	p := &controllerProcess{cmd: cmd, addr: "http://" + addr, metrics: "http://" + addr + "/metrics", started: started, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	return p, nil
+	return &controllerProcess{Process: proc, binary: binary, addr: "http://" + addr, metrics: "http://" + addr + "/metrics", started: started}, nil
 }
 
 // waitReady waits until /readyz answers 200 (the informers' caches have synced) and returns
 // that moment.
 func (p *controllerProcess) waitReady(ctx context.Context) (time.Time, error) {
 	var ready time.Time
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
-		select {
-		case <-p.done:
+	err := harness.WaitFor(ctx, "the controller to get ready", 50*time.Millisecond, 5*time.Minute, func(context.Context) (bool, error) {
+		if exited, _ := p.Exited(); exited {
 			return false, fmt.Errorf("the controller exited")
-		default:
 		}
 		resp, err := http.Get(p.addr + "/readyz")
 		if err != nil {
@@ -104,27 +80,17 @@ func (p *controllerProcess) waitReady(ctx context.Context) (time.Time, error) {
 		ready = time.Now()
 		return resp.StatusCode == http.StatusOK, nil
 	})
-	if err != nil {
-		return ready, fmt.Errorf("the controller did not get ready: %w", err)
-	}
-	return ready, nil
+	return ready, err
 }
 
-func (p *controllerProcess) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-	}
-}
+func (p *controllerProcess) stop() { _ = p.Stop(10 * time.Second) }
 
 // peakRSS is the controller's peak resident memory (VmHWM), in MiB.
 func (p *controllerProcess) peakRSS() float64 { return p.procStatusMiB("VmHWM") }
 
 // procStatusMiB reads a memory field of /proc/PID/status (VmRSS, VmHWM, ...) in MiB.
 func (p *controllerProcess) procStatusMiB(field string) float64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.Pid()))
 	if err != nil {
 		return 0
 	}
@@ -141,59 +107,57 @@ func (p *controllerProcess) procStatusMiB(field string) float64 {
 
 // cpuSeconds is the controller's CPU time so far (user and system).
 func (p *controllerProcess) cpuSeconds() float64 {
-	return cluster.ProcessCPUSeconds(p.cmd.Process.Pid)
+	return cluster.ProcessCPUSeconds(p.Pid())
 }
 
 // requestCounts maps "verb resource code" to the count of t9k_api_requests_total.
 type requestCounts map[string]float64
 
-// metricsText is the text of a /metrics page.
-func metricsText(url string) (string, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return string(body), err
-}
-
 func scrape(url string) (requestCounts, error) {
-	body, err := metricsText(url)
+	page, err := harness.ReadMetrics(url)
 	if err != nil {
 		return nil, err
 	}
 	counts := requestCounts{}
-	for _, line := range strings.Split(body, "\n") {
-		for _, prefix := range []string{"rest_client_rate_limiter_duration_seconds_sum", "rest_client_rate_limiter_duration_seconds_count",
+	for _, s := range page.Samples("") {
+		switch s.Name {
+		case "rest_client_rate_limiter_duration_seconds_sum", "rest_client_rate_limiter_duration_seconds_count",
 			"rest_client_request_duration_seconds_sum", "rest_client_request_duration_seconds_count",
-			"workqueue_queue_duration_seconds_sum", "workqueue_queue_duration_seconds_count", "workqueue_work_duration_seconds_sum", "workqueue_work_duration_seconds_count"} {
-			if strings.HasPrefix(line, prefix) {
-				name, value, _ := strings.Cut(line, " ")
-				n, _ := strconv.ParseFloat(value, 64)
-				counts["diag "+name] = n
-			}
-		}
-		if l, n, ok := sample(line, "t9k_api_requests_total"); ok {
-			counts[l["verb"]+" "+l["resource"]+" "+l["code"]] = n
+			"workqueue_queue_duration_seconds_sum", "workqueue_queue_duration_seconds_count",
+			"workqueue_work_duration_seconds_sum", "workqueue_work_duration_seconds_count":
+			counts["diag "+s.Name+labelText(s.Labels)] = s.Value
+		case "t9k_api_requests_total":
+			counts[s.Labels["verb"]+" "+s.Labels["resource"]+" "+s.Labels["code"]] = s.Value
 		}
 	}
 	return counts, nil
+}
+
+// labelText spells labels as the text format does, sorted: {a="x",b="y"}.
+func labelText(labels map[string]string) string {
+	if len(labels) == 0 {
+		return ""
+	}
+	keys := slices.Sorted(maps.Keys(labels))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%q", k, labels[k])
+	}
+	return "{" + strings.Join(parts, ",") + "}"
 }
 
 // series reads the current values of the named series from the controller's /metrics, each
 // named as the text format spells it: go_memstats_heap_inuse_bytes,
 // workqueue_depth{name="GenericJob"}. A series the controller does not serve is missing.
 func (p *controllerProcess) series(names ...string) (map[string]float64, error) {
-	body, err := metricsText(p.metrics)
+	page, err := harness.ReadMetrics(p.metrics)
 	if err != nil {
 		return nil, err
 	}
 	values := map[string]float64{}
-	for _, line := range strings.Split(body, "\n") {
-		name, value, ok := strings.Cut(line, " ")
-		if ok && slices.Contains(names, name) {
-			values[name], _ = strconv.ParseFloat(value, 64)
+	for _, name := range names {
+		if v, ok := page.Value(name); ok {
+			values[name] = v
 		}
 	}
 	return values, nil
@@ -226,12 +190,12 @@ func (p *controllerProcess) restingMemory(ctx context.Context) (memory, time.Dur
 	if err != nil {
 		return memory{}, 0, err
 	}
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, false, func(context.Context) (bool, error) {
+	err = harness.WaitFor(ctx, "the controller's next GC cycle", time.Second, 3*time.Minute, func(context.Context) (bool, error) {
 		v, err := p.series(gcs)
 		return err == nil && v[gcs] > before[gcs], err
 	})
 	if err != nil {
-		return memory{}, 0, fmt.Errorf("waiting for the controller's next GC cycle: %w", err)
+		return memory{}, 0, err
 	}
 	m, err := p.memory()
 	return m, time.Since(start), err
@@ -253,7 +217,7 @@ func (p *controllerProcess) settle(ctx context.Context, kind string, timeout tim
 	depth, adds := fmt.Sprintf("workqueue_depth{name=%q}", kind), fmt.Sprintf("workqueue_adds_total{name=%q}", kind)
 	var last map[string]float64
 	busy := time.Now()
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	err := harness.WaitFor(ctx, "the controller's "+kind+" queue to settle", 250*time.Millisecond, timeout, func(context.Context) (bool, error) {
 		v, err := p.series(depth, adds)
 		if err != nil {
 			return false, err
@@ -265,10 +229,7 @@ func (p *controllerProcess) settle(ctx context.Context, kind string, timeout tim
 		last = v
 		return now.Sub(busy) >= time.Second, nil
 	})
-	if err != nil {
-		return busy, fmt.Errorf("the controller's %s queue did not settle: %w", kind, err)
-	}
-	return busy, nil
+	return busy, err
 }
 
 // idle is what the controller did over a period with nothing to do: CPU, queue adds and GC

@@ -136,7 +136,7 @@ func restart(ctx context.Context, c config, old *controllerProcess, kubeconfig, 
 	stopping := time.Now()
 	old.stop()
 	stopped := time.Since(stopping)
-	p, err := launchController(c, old.cmd.Path, kubeconfig, dir)
+	p, err := launchController(c, old.binary, kubeconfig, dir)
 	if err != nil {
 		return old, err
 	}

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -18,6 +17,7 @@ import (
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
 	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
+	"github.com/t9k-jobs/t9k-jobs/test/harness"
 )
 
 // Finished jobs for -finished and -scale, and counts of them and their pods. This process
@@ -87,11 +87,7 @@ func (t *tally) handler(phase func(any) string) cache.ResourceEventHandler {
 
 // waitFor polls until done holds, reporting what to wait for in its error.
 func waitFor(ctx context.Context, what string, timeout time.Duration, done func() (bool, error)) error {
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return done() })
-	if err != nil {
-		return fmt.Errorf("waiting for %s: %w", what, err)
-	}
-	return nil
+	return harness.WaitFor(ctx, what, 250*time.Millisecond, timeout, func(context.Context) (bool, error) { return done() })
 }
 
 // gcWarning says, when pods of finished jobs went, who most likely took them: not the

@@ -342,7 +342,7 @@ func (c *Cluster) waitFor(ctx context.Context, what string, timeout time.Duratio
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		for _, p := range c.procs {
-			if exited, err := p.exited(); exited {
+			if exited, err := p.Exited(); exited {
 				return false, fmt.Errorf("%s exited: %v", p.name, err)
 			}
 		}

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/t9k-jobs/t9k-jobs/test/harness"
 )
 
 // pidFile lists "name pid" per started component, so that StopDir can stop a detached
@@ -20,46 +21,22 @@ const pidFile = "pids"
 // stopGrace is how long a component has to exit after SIGTERM before it is killed.
 const stopGrace = 10 * time.Second
 
+// process is a started component.
 type process struct {
 	name string
-	pid  int
-	done chan struct{}
-	err  error
-}
-
-func (p *process) exited() (bool, error) {
-	select {
-	case <-p.done:
-		return true, p.err
-	default:
-		return false, nil
-	}
+	*harness.Process
 }
 
 // run starts one component with its output in logs/<name>.log. Each component leads its own
 // process group, so that stopping it stops anything it started. Unless detached, the kernel
 // kills it when this process dies, so a crashed test leaves nothing behind.
 func (c *Cluster) run(name, path string, args ...string) error {
-	logFile, err := os.Create(filepath.Join(c.Dir, "logs", name+".log"))
+	started, err := harness.Start(path, args, harness.Options{Log: filepath.Join(c.Dir, "logs", name+".log"),
+		Group: true, Detach: c.opts.Detach})
 	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	cmd := exec.Command(path, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if c.opts.Detach {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	} else {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	}
-	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, pid: cmd.Process.Pid, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
+	p := &process{name: name, Process: started}
 	c.procs = append(c.procs, p)
 
 	f, err := os.OpenFile(filepath.Join(c.Dir, pidFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
@@ -67,7 +44,7 @@ func (c *Cluster) run(name, path string, args ...string) error {
 		return err
 	}
 	defer f.Close()
-	_, err = fmt.Fprintf(f, "%s %d\n", name, p.pid)
+	_, err = fmt.Fprintf(f, "%s %d\n", name, p.Pid())
 	return err
 }
 
@@ -84,18 +61,10 @@ func (c *Cluster) Stop() error {
 
 // stop stops one component and waits until it has exited.
 func (p *process) stop() error {
-	if exited, _ := p.exited(); exited {
-		return nil
+	if err := p.Stop(stopGrace); err != nil {
+		return fmt.Errorf("%s: %w after %s", p.name, err, stopGrace)
 	}
-	_ = syscall.Kill(-p.pid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(stopGrace):
-		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
-		<-p.done
-		return fmt.Errorf("%s did not stop in %s and was killed", p.name, stopGrace)
-	}
+	return nil
 }
 
 // StopDir stops the cluster whose directory is dir, started by another process (a detached
@@ -164,7 +133,7 @@ func runs(pid int, name string) bool {
 func (c *Cluster) CPUSeconds() map[string]float64 {
 	used := map[string]float64{}
 	for _, p := range c.procs {
-		used[p.name] = ProcessCPUSeconds(p.pid)
+		used[p.name] = ProcessCPUSeconds(p.Pid())
 	}
 	return used
 }

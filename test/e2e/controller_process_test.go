@@ -4,16 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
+	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
+	"github.com/t9k-jobs/t9k-jobs/test/harness"
 )
 
 // controller is the controller process under test, built from cmd/t9k-job-controller and run
@@ -21,12 +19,11 @@ import (
 var controller struct {
 	mu         sync.Mutex
 	binary     string
-	cmd        *exec.Cmd
+	proc       *harness.Process
 	metrics    string   // base URL of /metrics
 	kubeconfig string   // the controller's own credentials (manifests/rbac.yaml)
 	args       []string // flags beyond the usual ones, for every later start
 	log        string
-	exited     chan struct{}
 }
 
 // startController builds the controller (once) and starts it.
@@ -39,47 +36,29 @@ func startController() error {
 			return err
 		}
 		controller.binary = filepath.Join(dir, "t9k-job-controller")
-		build := exec.Command("go", "build", "-o", controller.binary, "./cmd/t9k-job-controller")
-		build.Dir = repoRoot
-		if out, err := build.CombinedOutput(); err != nil {
-			return fmt.Errorf("building: %v\n%s", err, out)
+		if err := harness.Build(repoRoot, "./cmd/t9k-job-controller", controller.binary); err != nil {
+			return err
 		}
 		controller.log = filepath.Join(dir, "controller.log")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	addr := l.Addr().String()
-	l.Close()
-	logFile, err := os.OpenFile(controller.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	addr, err := harness.FreeAddr()
 	if err != nil {
 		return err
 	}
 	args := append([]string{"--kubeconfig", controller.kubeconfig, "--leader-elect-namespace", "t9k-system", "--bind-address", addr, "-v=2"}, controller.args...)
-	cmd := exec.Command(controller.binary, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
+	proc, err := harness.Start(controller.binary, args, harness.Options{Log: controller.log})
+	if err != nil {
 		return err
 	}
-	logFile.Close()
-	controller.cmd = cmd
-	controller.metrics = "http://" + addr
-	exited := make(chan struct{})
-	controller.exited = exited
-	go func() { _ = cmd.Wait(); close(exited) }()
-	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		select {
-		case <-exited:
+	controller.proc, controller.metrics = proc, "http://"+addr
+	err = harness.WaitFor(context.Background(), "the controller to run jobs", 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		if exited, _ := proc.Exited(); exited {
 			return false, fmt.Errorf("the controller exited; its log is %s", controller.log)
-		default:
 		}
 		return runsJobs(controller.metrics), nil
 	})
 	if err != nil {
-		_ = cmd.Process.Kill()
+		proc.Kill()
 		return err
 	}
 	return nil
@@ -90,23 +69,24 @@ func startController() error {
 func stopController() bool {
 	controller.mu.Lock()
 	defer controller.mu.Unlock()
-	_ = controller.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-controller.exited:
-		return true
-	case <-time.After(15 * time.Second):
-		_ = controller.cmd.Process.Kill()
-		<-controller.exited
-		return false
-	}
+	return controller.proc.Stop(15*time.Second) == nil
 }
 
 // killController kills the controller at once, as a crash would.
 func killController() {
 	controller.mu.Lock()
 	defer controller.mu.Unlock()
-	_ = controller.cmd.Process.Kill()
-	<-controller.exited
+	controller.proc.Kill()
+}
+
+// controllerMetrics reads the controller's /metrics.
+func controllerMetrics(t *testing.T) harness.Metrics {
+	t.Helper()
+	page, err := harness.ReadMetrics(controller.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page
 }
 
 // runsJobs tells whether the controller serving base runs jobs: it leads (or runs without

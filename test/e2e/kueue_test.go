@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -739,13 +737,7 @@ func TestKueuePodsReadyTimeoutEvicts(t *testing.T) {
 		reserved := conditionOfWorkload(wl, kueue.WorkloadQuotaReserved)
 		return len(podNames(t, ns)) == 0 && wl.Status.Admission == nil && reserved != nil && reserved.Status == metav1.ConditionFalse, nil
 	})
-	resp, err := http.Get(controller.metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if want := `t9k_job_queue_evictions_total{kind="GenericJob",reason="PodsReadyTimeout"}`; !strings.Contains(string(body), want) {
+	if want := `t9k_job_queue_evictions_total{kind="GenericJob",reason="PodsReadyTimeout"}`; !controllerMetrics(t).Has(want) {
 		t.Errorf("/metrics lacks %s", want)
 	}
 }

@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/pem"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/test/harness"
 )
 
 // Short lease timings keep the test fast; the renew deadline leaves a loaded machine 2 s of
@@ -72,7 +71,7 @@ func TestPausedLeaderWritesNothingAfterWaking(t *testing.T) {
 		return restartsSoFar(ctx, t, ns) >= jobs/2, nil
 	})
 
-	if err := old.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := old.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
@@ -80,17 +79,17 @@ func TestPausedLeaderWritesNothingAfterWaking(t *testing.T) {
 		return leaseHolder(ctx, lease) == standby.identity, nil
 	})
 	woken := time.Now()
-	if err := old.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := old.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("the leader was stopped for %v", woken.Sub(stopped).Round(time.Millisecond))
 
 	select {
-	case <-old.exited:
+	case <-old.Done:
 	case <-time.After(15 * time.Second):
 		t.Fatalf("the woken leader did not exit; its log is %s", old.log)
 	}
-	if code := old.cmd.ProcessState.ExitCode(); code != 1 {
+	if code := old.Cmd.ProcessState.ExitCode(); code != 1 {
 		t.Errorf("the woken leader exited with %d, want 1 (as on a lost Lease); its log is %s", code, old.log)
 	}
 	if log, _ := os.ReadFile(old.log); !strings.Contains(string(log), "past the renew deadline") {
@@ -146,12 +145,11 @@ func TestPausedLeaderWritesNothingAfterWaking(t *testing.T) {
 // candidate is a controller process of the leader election test, reaching the API server
 // through its own recording proxy.
 type candidate struct {
-	cmd      *exec.Cmd
+	*harness.Process
 	identity string // its holder identity in the Lease
 	base     string // URL of /metrics, /healthz and /readyz
 	log      string
 	proxy    *recorder
-	exited   chan struct{}
 }
 
 // startCandidate starts a controller that runs the jobs of ns, elected with the Lease
@@ -171,35 +169,21 @@ func startCandidate(t *testing.T, name, ns, lease string) *candidate {
 	if err := clientcmd.WriteToFile(*kubeconfig, kubeconfigPath); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := harness.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
 	// Beside the suite's controller log, kept after the test.
 	logPath := filepath.Join(filepath.Dir(controller.log), fmt.Sprintf("%s-%s.log", lease, name))
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
 	args := append([]string{"--kubeconfig", kubeconfigPath, "--namespace", ns, "--leader-elect-namespace", "t9k-system",
 		"--leader-elect-name", lease, "--bind-address", addr, "-v=2"}, leaseFlags...)
-	cmd := exec.Command(controller.binary, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	proc, err := harness.Start(controller.binary, args, harness.Options{Log: logPath})
+	if err != nil {
 		t.Fatal(err)
 	}
 	host, _ := os.Hostname()
-	c := &candidate{cmd: cmd, identity: fmt.Sprintf("%s_%d", host, cmd.Process.Pid), base: "http://" + addr, log: logPath,
-		proxy: proxy, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(c.exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill() // a stopped process dies of SIGKILL too
-		<-c.exited
-	})
+	c := &candidate{Process: proc, identity: fmt.Sprintf("%s_%d", host, proc.Pid()), base: "http://" + addr, log: logPath, proxy: proxy}
+	t.Cleanup(proc.Kill) // a stopped process dies of SIGKILL too
 	return c
 }
 

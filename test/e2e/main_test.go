@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -28,6 +27,7 @@ import (
 	"github.com/t9k-jobs/t9k-jobs/manifests"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
 	"github.com/t9k-jobs/t9k-jobs/test/cluster"
+	"github.com/t9k-jobs/t9k-jobs/test/harness"
 )
 
 // repoRoot is the project's top directory, relative to this package.
@@ -250,7 +250,7 @@ func namespace(t *testing.T) string {
 // waitFor polls cond until it holds, and fails the test when it does not within timeout.
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
+	if err := harness.WaitFor(context.Background(), what, 100*time.Millisecond, timeout, cond); err != nil {
+		t.Fatal(err)
 	}
 }

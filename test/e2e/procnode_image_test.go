@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/t9k-jobs/t9k-jobs/test/harness"
 	"github.com/t9k-jobs/t9k-jobs/test/testimage"
 )
 
@@ -53,10 +53,8 @@ func needTestImages(t *testing.T) {
 		}
 		defer os.RemoveAll(dir)
 		binary := filepath.Join(dir, "imageprobe")
-		build := exec.Command("go", "build", "-o", binary, "./test/imageprobe")
-		build.Dir, build.Env = repoRoot, append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			testImages.err = fmt.Errorf("building test/imageprobe: %v\n%s", err, out)
+		if err := harness.Build(repoRoot, "./test/imageprobe", binary, "CGO_ENABLED=0"); err != nil {
+			testImages.err = err
 			return
 		}
 		program, err := os.ReadFile(binary)

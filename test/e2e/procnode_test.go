@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -15,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/t9k-jobs/t9k-jobs/test/cluster"
+	"github.com/t9k-jobs/t9k-jobs/test/harness"
 	"github.com/t9k-jobs/t9k-jobs/test/procnode"
 )
 
@@ -28,7 +28,7 @@ var procNode struct {
 	// pods that name its image; the node reads the directory again when a pod names an image
 	// it does not know. procnode_image_test.go adds the test images.
 	images string
-	cmd    *exec.Cmd
+	proc   *harness.Process
 	skip   string
 	// listing is what /, /tmp and /dev/shm held before the process node started: the real
 	// runs must add nothing to them (TestProcNodeTeardown).
@@ -58,38 +58,25 @@ func startProcNode(ctx context.Context) error {
 	if err := os.Mkdir(procNode.images, 0o755); err != nil {
 		return err
 	}
-	build := exec.Command("go", "build", "-o", procNode.binary, "./hack/procnode")
-	build.Dir = repoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the process node: %v\n%s", err, out)
+	if err := harness.Build(repoRoot, "./hack/procnode", procNode.binary); err != nil {
+		return err
 	}
-	cmd, err := runProcNode(procNodeName, "10.250.0.0/24", procNode.stateDir, procNode.log)
+	proc, err := runProcNode(procNodeName, "10.250.0.0/24", procNode.stateDir, procNode.log)
 	if err != nil {
 		return err
 	}
-	procNode.cmd = cmd
+	procNode.proc = proc
 	return waitNodeReady(ctx, procNodeName)
 }
 
 // runProcNode starts a process node; it dies with the tests.
-func runProcNode(name, cidr, stateDir, logPath string) (*exec.Cmd, error) {
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, err
-	}
+func runProcNode(name, cidr, stateDir, logPath string) (*harness.Process, error) {
 	args := []string{"--kubeconfig", env.kubeconfig, "--name", name, "--pod-cidr", cidr, "--state-dir", stateDir, "--port", "0",
 		"--image-archive", procNode.images, "--service-cidr", cluster.ServiceCIDR}
 	if k := env.kubelet; k.ClientCAFile != "" {
 		args = append(args, "--client-ca-file", k.ClientCAFile, "--tls-cert-file", k.CertFile, "--tls-private-key-file", k.KeyFile)
 	}
-	cmd := exec.Command(procNode.binary, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() { _ = cmd.Wait(); logFile.Close() }()
-	return cmd, nil
+	return harness.Start(procNode.binary, args, harness.Options{Log: logPath})
 }
 
 func waitNodeReady(ctx context.Context, name string) error {
@@ -115,9 +102,8 @@ func waitNodeReady(ctx context.Context, name string) error {
 // stopProcNode stops the process node with SIGTERM and waits for it. Its directory (its
 // binary, its log, the pods' logs) goes when the tests passed, and is kept otherwise.
 func stopProcNode(passed bool) {
-	if procNode.cmd != nil {
-		_ = procNode.cmd.Process.Signal(syscall.SIGTERM)
-		_, _ = procNode.cmd.Process.Wait()
+	if procNode.proc != nil {
+		_ = procNode.proc.Stop(time.Minute) // it stops its pods first
 	}
 	if passed && procNode.binary != "" {
 		_ = os.RemoveAll(filepath.Dir(procNode.binary))

@@ -43,7 +43,7 @@ func TestProcNodeTeardown(t *testing.T) {
 			}
 		})
 		state := filepath.Join(dir, "state")
-		cmd, err := runProcNode(name, "10.251.0.0/24", state, filepath.Join(dir, "log"))
+		node, err := runProcNode(name, "10.251.0.0/24", state, filepath.Join(dir, "log"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,11 +61,11 @@ func TestProcNodeTeardown(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitReal(t, "the pod's processes", func(context.Context) (bool, error) { return len(processesWith(marker)) >= 2, nil })
-		helpers := childrenOf(cmd.Process.Pid) // namespace holders, the pod's file system holder, container inits
+		helpers := childrenOf(node.Pid()) // namespace holders, the pod's file system holder, container inits
 		if len(helpers) < 4 {
 			t.Fatalf("the node has %d helper processes, want its namespace's, the pod's two and the container's", len(helpers))
 		}
-		_ = cmd.Process.Signal(sig)
+		_ = node.Cmd.Process.Signal(sig)
 		waitFor(t, fmt.Sprintf("nothing left after %v", sig), 30*time.Second, func(context.Context) (bool, error) {
 			for _, pid := range helpers {
 				if alive(pid) {

@@ -1,0 +1,77 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+const page = `# HELP t9k_api_requests_total Requests.
+# TYPE t9k_api_requests_total counter
+t9k_api_requests_total{code="200",resource="pods",verb="create"} 12
+t9k_api_requests_total{code="201",resource="pods/status",verb="update"} 3
+t9k_job_queue_evictions_total{kind="GenericJob",reason="a \"quoted\", reason"} 1
+go_memstats_heap_inuse_bytes 4.5e+06
+`
+
+func TestMetricsSamples(t *testing.T) {
+	m := Metrics(page)
+	got := m.Samples("t9k_api_requests_total")
+	want := []Sample{
+		{Name: "t9k_api_requests_total", Labels: map[string]string{"code": "200", "resource": "pods", "verb": "create"}, Value: 12},
+		{Name: "t9k_api_requests_total", Labels: map[string]string{"code": "201", "resource": "pods/status", "verb": "update"}, Value: 3},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Samples = %+v, want %+v", got, want)
+	}
+	if s := m.Samples("t9k_job_queue_evictions_total"); len(s) != 1 || s[0].Labels["reason"] != `a "quoted", reason` || s[0].Labels["kind"] != "GenericJob" {
+		t.Errorf("a quoted value with a comma: %+v", s)
+	}
+	if v, ok := m.Value("go_memstats_heap_inuse_bytes"); !ok || v != 4.5e6 {
+		t.Errorf("Value = %v %v", v, ok)
+	}
+	if _, ok := m.Value("go_memstats_heap_alloc_bytes"); ok {
+		t.Error("Value found a series the page lacks")
+	}
+	if !m.Has(`t9k_api_requests_total{code="201"`) || m.Has("t9k_build_info") {
+		t.Error("Has")
+	}
+}
+
+func TestStopKillsAProgramThatIgnoresSIGTERM(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	log := filepath.Join(t.TempDir(), "log")
+	p, err := Start(sh, []string{"-c", "trap '' TERM; echo trapped; while :; do sleep 0.05; done"}, Options{Group: true, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The signal must come after the trap.
+	if err := WaitFor(context.Background(), "the trap", 10*time.Millisecond, 10*time.Second, func(context.Context) (bool, error) {
+		data, _ := os.ReadFile(log)
+		return strings.Contains(string(data), "trapped"), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Stop(300 * time.Millisecond); !errors.Is(err, ErrKilled) {
+		t.Errorf("Stop = %v, want ErrKilled", err)
+	}
+	if exited, _ := p.Exited(); !exited {
+		t.Error("the program still runs after Stop")
+	}
+	q, err := Start(sh, []string{"-c", "exec sleep 60"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Stop(5 * time.Second); err != nil {
+		t.Errorf("Stop of a program that exits on SIGTERM: %v", err)
+	}
+}

@@ -1,0 +1,138 @@
+// Package harness is what the tests' programs share: building and starting the programs they
+// run beside a cluster (the controller, the process node, the control plane's components),
+// waiting for a condition, and reading a /metrics page.
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// Build builds the main package pkg (./cmd/..., ./hack/...) of the module at dir into out,
+// with env (such as CGO_ENABLED=0) added to this process's environment.
+func Build(dir, pkg, out string, env ...string) error {
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = dir
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building %s: %v\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+// FreeAddr is a loopback address with a port free at the moment.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// Options say how to start a program.
+type Options struct {
+	// Log receives the program's output; a file is appended to, so that a restarted
+	// program's log follows the first one's. Empty: the output is dropped.
+	Log string
+	// Group makes the program lead a process group of its own: Stop signals the group, so
+	// that whatever it started stops with it.
+	Group bool
+	// Detach lets the program outlive this process (a new session, no parent-death signal);
+	// otherwise the kernel kills it when this process dies, so a crashed test leaves
+	// nothing behind.
+	Detach bool
+	// Env, when set, is the program's environment.
+	Env []string
+}
+
+// Process is a started program.
+type Process struct {
+	Cmd   *exec.Cmd
+	Done  chan struct{} // closed once it has exited
+	err   error
+	group bool
+}
+
+// Start starts path with args.
+func Start(path string, args []string, o Options) (*Process, error) {
+	cmd := exec.Command(path, args...)
+	cmd.Env = o.Env
+	if o.Log != "" {
+		log, err := os.OpenFile(o.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		defer log.Close() // the child has its own copy
+		cmd.Stdout, cmd.Stderr = log, log
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: o.Group}
+	if o.Detach {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	} else {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", path, err)
+	}
+	p := &Process{Cmd: cmd, Done: make(chan struct{}), group: o.Group || o.Detach}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.Done)
+	}()
+	return p, nil
+}
+
+// Pid is the program's process id.
+func (p *Process) Pid() int { return p.Cmd.Process.Pid }
+
+// Exited tells whether the program has exited, and how.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case <-p.Done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// ErrKilled is Stop's error for a program that did not exit within its grace period.
+var ErrKilled = errors.New("did not stop in time and was killed")
+
+// Stop sends SIGTERM (to the program's group, if it leads one), and SIGKILL after grace; it
+// returns once the program has exited, with ErrKilled if it had to be killed.
+func (p *Process) Stop(grace time.Duration) error {
+	if exited, _ := p.Exited(); exited {
+		return nil
+	}
+	p.signal(syscall.SIGTERM)
+	select {
+	case <-p.Done:
+		return nil
+	case <-time.After(grace):
+		p.signal(syscall.SIGKILL)
+		<-p.Done
+		return ErrKilled
+	}
+}
+
+// Kill kills the program at once, as a crash would, and waits until it has exited.
+func (p *Process) Kill() {
+	p.signal(syscall.SIGKILL)
+	<-p.Done
+}
+
+func (p *Process) signal(sig syscall.Signal) {
+	if p.group {
+		_ = syscall.Kill(-p.Pid(), sig)
+		return
+	}
+	_ = p.Cmd.Process.Signal(sig)
+}

@@ -60,11 +60,14 @@ func Plan(job *batch.GenericJob) (*engine.Plan, error) {
 // replicas succeeded. Without failure rules any replica that failed for good fails the job;
 // without success rules the job succeeds once every replica has.
 func judge(successRules, failureRules []batch.ReplicaRule, jobName string) func(engine.Replicas) *engine.Outcome {
+	// A rank that does not exist never holds: the API server refuses negative ranks and
+	// those past a type's replicas, but the judge runs in every decision of the controller
+	// and must not panic on a job an older CRD let in.
 	holds := func(rule batch.ReplicaRule, replicas engine.Replicas, phase batch.ReplicaPhase) bool {
 		for t, ranks := range rule {
 			for _, rank := range ranks {
 				rs := replicas[t]
-				if int(rank) >= len(rs) || !rs[rank].Final || rs[rank].Phase != phase {
+				if rank < 0 || int(rank) >= len(rs) || !rs[rank].Final || rs[rank].Phase != phase {
 					return false
 				}
 			}
@@ -78,8 +81,15 @@ func judge(successRules, failureRules []batch.ReplicaRule, jobName string) func(
 			}
 		}
 		if len(failureRules) == 0 {
-			for t, rs := range replicas {
-				for rank, r := range rs {
+			// The first replica, by type name and rank, that failed for good: the message
+			// does not depend on the order a map is read in.
+			types := make([]string, 0, len(replicas))
+			for t := range replicas {
+				types = append(types, t)
+			}
+			sort.Strings(types)
+			for _, t := range types {
+				for rank, r := range replicas[t] {
 					if r.Final && r.Phase == batch.ReplicaFailed {
 						return &engine.Outcome{Message: fmt.Sprintf("The job is failed: replica %s failed%s and has no restart left.",
 							engine.ChildName(jobName, t, int32(rank)), engine.ExitText(r.ExitCode))}

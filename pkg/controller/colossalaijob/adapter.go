@@ -35,6 +35,9 @@ func New(client versioned.Interface, informer informers.ColossalAIJobInformer) e
 // (a restarted worker cannot rejoin ColossalAI training).
 func Plan(job *batch.ColossalAIJob) (*engine.Plan, error) {
 	spec := &job.Spec
+	if _, err := ExtraLaunchArgs(spec.Worker.TorchArgs); err != nil {
+		return nil, err
+	}
 	j := launcher.Layout{Name: job.Name, UID: string(job.UID), Replicas: *spec.Worker.Replicas, SSH: spec.SSH,
 		HostLine: func(host string) string { return host }}
 	plan := &engine.Plan{
@@ -86,7 +89,7 @@ func Run(job string, spec *batch.ColossalAIJobSpec) []string {
 		"--master_addr", launcher.WorkerHost(job, 0),
 		"--master_port", fmt.Sprint(MasterPort),
 		"--nproc_per_node", fmt.Sprint(*spec.Worker.ProcPerWorker)}
-	if extra := ExtraLaunchArgs(spec.Worker.TorchArgs); extra != "" {
+	if extra, _ := ExtraLaunchArgs(spec.Worker.TorchArgs); extra != "" { // checked by Plan
 		cmd = append(cmd, "--extra_launch_args", extra)
 	}
 	return append(cmd, spec.Worker.Command...)
@@ -94,16 +97,39 @@ func Run(job string, spec *batch.ColossalAIJobSpec) []string {
 
 // ExtraLaunchArgs writes torchrun arguments ("--max_restarts=3", "--rdzv_backend c10d",
 // "--standalone") the way colossalai run's --extra_launch_args takes them:
-// "max_restarts=3,rdzv_backend=c10d,standalone".
-func ExtraLaunchArgs(args []string) string {
+// "max_restarts=3,rdzv_backend=c10d,standalone". colossalai run splits that value at "," and
+// each piece at "=", merges a key given twice, and writes a piece back as --key=value, or
+// --key when the value is empty; an argument that cannot come through that unchanged (not a
+// --option, a "," or a second "=" in it, an empty value, an option given twice) is an error
+// naming spec.worker.torchArgs, so that the job fails before anything is created rather than
+// in colossalai run, or with torchrun given something else.
+func ExtraLaunchArgs(args []string) (string, error) {
 	var parts []string
+	seen := map[string]bool{}
 	for i := 0; i < len(args); i++ {
-		a := strings.TrimLeft(args[i], "-")
-		if !strings.Contains(a, "=") && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-			a += "=" + args[i+1]
+		field := fmt.Sprintf("spec.worker.torchArgs[%d] %q", i, args[i])
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(args[i], "--"), "=")
+		switch {
+		case !strings.HasPrefix(args[i], "--") || name == "" || strings.HasPrefix(name, "-"):
+			return "", fmt.Errorf("%s is not a torchrun option: write --name, --name=value or --name value", field)
+		case !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-"):
 			i++
+			field = fmt.Sprintf("spec.worker.torchArgs[%d] %q", i, args[i])
+			value, hasValue = args[i], true
 		}
-		parts = append(parts, a)
+		switch {
+		case strings.ContainsAny(name+value, ",="):
+			return "", fmt.Errorf("%s cannot be passed on: colossalai run reads torchArgs from one --extra_launch_args value, split at \",\" and \"=\"", field)
+		case hasValue && value == "":
+			return "", fmt.Errorf("%s has an empty value, which colossalai run would drop, passing --%s alone", field, name)
+		case seen[name]:
+			return "", fmt.Errorf("%s gives --%s a second time, and colossalai run keeps one", field, name)
+		}
+		seen[name] = true
+		if hasValue {
+			name += "=" + value
+		}
+		parts = append(parts, name)
 	}
-	return strings.Join(parts, ",")
+	return strings.Join(parts, ","), nil
 }

@@ -103,7 +103,7 @@ func TestExtraLaunchArgs(t *testing.T) {
 		"standalone,nnodes=1,max_restarts=2": {"--standalone", "--nnodes=1", "--max_restarts", "2"},
 	}
 	for want, args := range cases {
-		if got := ExtraLaunchArgs(args); got != want {
+		if got, err := ExtraLaunchArgs(args); got != want || err != nil {
 			t.Errorf("ExtraLaunchArgs(%q) = %q, want %q", args, got, want)
 		}
 	}

@@ -1,0 +1,98 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/utils/ptr"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+// documentedRetryable are the exit codes after which the ExitCode policy restarts, as
+// docs/jobs.md and the API's RestartExitCode say: SIGINT, SIGKILL, SIGTERM and 138.
+var documentedRetryable = []int32{130, 137, 138, 143}
+
+// FuzzRestart decides restarts for any policy, replica phase, container exit codes, limit,
+// backoffLimit and restart counts. What the code promises (replicas.go, wantsRestart,
+// restartsLeft, restartBackoff; docs/jobs.md, "Restarts"):
+//   - no panic;
+//   - Never (and any policy the API does not know) restarts nothing, Always everything,
+//     OnFailure what failed;
+//   - ExitCode restarts a failed replica exactly when its exit code, the first non-zero one
+//     of its containers, is one of the documented set; never a replica that did not fail, nor
+//     one whose containers all exited 0 or never ran. Which container's code counts when two
+//     exited non-zero is the first in the status's order (the kubelet's, by container name):
+//     the code makes no other promise, and the docs none;
+//   - ExitCode restarts nothing OnFailure would not;
+//   - no replica is restarted once it has used its limit or the job its backoffLimit;
+//   - the backoff before a restart is 0 for the first, then grows, never beyond a minute.
+func FuzzRestart(f *testing.F) {
+	for _, code := range append([]int32{0, 1, 2, 127, 128, 136, 139, 255, -1}, documentedRetryable...) {
+		f.Add(uint8(3), uint8(1), code, int32(0), int32(0), uint8(1), int8(-1), int8(-1), int32(0), int32(0))
+	}
+	f.Add(uint8(3), uint8(1), int32(0), int32(137), int32(1), uint8(7), int8(3), int8(6), int32(2), int32(5))
+	f.Add(uint8(1), uint8(0), int32(0), int32(0), int32(0), uint8(0), int8(0), int8(0), int32(0), int32(0))
+	f.Fuzz(func(t *testing.T, policyIndex, phaseIndex uint8, code0, code1, code2 int32, present uint8, limit, backoffLimit int8, restarts, total int32) {
+		policies := []batch.RestartPolicy{batch.RestartNever, batch.RestartOnFailure, batch.RestartAlways, batch.RestartExitCode, "Sometimes", ""}
+		phases := []batch.ReplicaPhase{batch.ReplicaSucceeded, batch.ReplicaFailed, batch.ReplicaRunning, batch.ReplicaPending,
+			batch.ReplicaCreating, batch.ReplicaUnknown, batch.ReplicaDeleted, ""}
+		policy, phase := policies[int(policyIndex)%len(policies)], phases[int(phaseIndex)%len(phases)]
+		s := batch.ReplicaStatus{Phase: phase}
+		firstNonZero := int32(0)
+		for i, code := range []int32{code0, code1, code2} {
+			c := batch.ContainerStatus{Name: string(rune('a' + i))}
+			if present&(1<<i) != 0 {
+				c.ExitCode = ptr.To(code)
+				if firstNonZero == 0 {
+					firstNonZero = code
+				}
+			}
+			s.Containers = append(s.Containers, c)
+		}
+		retryable := false
+		for _, c := range documentedRetryable {
+			retryable = retryable || firstNonZero == c
+		}
+
+		g := Group{Restart: policy}
+		got := wantsRestart(g, s)
+		failed := phase == batch.ReplicaFailed
+		var want bool
+		switch policy {
+		case batch.RestartAlways:
+			want = true
+		case batch.RestartOnFailure:
+			want = failed
+		case batch.RestartExitCode:
+			want = failed && retryable
+			if got && !wantsRestart(Group{Restart: batch.RestartOnFailure}, s) {
+				t.Fatalf("ExitCode restarts %+v, which OnFailure would not", s)
+			}
+		}
+		if got != want {
+			t.Fatalf("policy %q, phase %q, exit codes %v (present %03b): restart %v, want %v", policy, phase,
+				[]int32{code0, code1, code2}, present&7, got, want)
+		}
+
+		if limit >= 0 {
+			g.Limit = ptr.To(int32(limit))
+		}
+		plan := &Plan{}
+		if backoffLimit >= 0 {
+			plan.BackoffLimit = ptr.To(int32(backoffLimit))
+		}
+		left := restartsLeft(g, plan, restarts, total)
+		if left && (g.Limit != nil && restarts >= *g.Limit || plan.BackoffLimit != nil && total >= *plan.BackoffLimit) {
+			t.Fatalf("restarts left with %d of limit %v and %d of backoffLimit %v", restarts, limit, total, backoffLimit)
+		}
+		if !left && (g.Limit == nil || restarts < *g.Limit) && (plan.BackoffLimit == nil || total < *plan.BackoffLimit) {
+			t.Fatalf("no restart left with %d of limit %v and %d of backoffLimit %v", restarts, limit, total, backoffLimit)
+		}
+
+		d := restartBackoff(restarts)
+		if restarts <= 0 && d != 0 || d < 0 || d > time.Minute || restarts < 1<<30 && restartBackoff(restarts+1) < d {
+			t.Fatalf("backoff %v after %d restarts, %v after one more", d, restarts, restartBackoff(restarts+1))
+		}
+	})
+}

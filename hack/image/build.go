@@ -1,7 +1,6 @@
 package main
 
 import (
-	"compress/gzip"
 	"context"
 	"fmt"
 	"os"
@@ -86,7 +85,7 @@ func assemble(binaries []binary, src source, version string) (v1.ImageIndex, v1.
 		"org.opencontainers.image.version":  version,
 		"org.opencontainers.image.created":  src.date.UTC().Format(time.RFC3339),
 	}
-	base, err := layer(baseFiles(), src.date)
+	base, err := archive.Layer(baseFiles(), src.date)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -191,7 +190,7 @@ func image(base v1.Layer, binary, arch string, date time.Time, annotations map[s
 	if err != nil {
 		return nil, err
 	}
-	app, err := layer([]file{{path: binaryPath, mode: 0o755, data: data}}, date)
+	app, err := archive.Layer([]archive.File{{Path: binaryPath, Mode: 0o755, Data: data}}, date)
 	if err != nil {
 		return nil, err
 	}
@@ -223,6 +222,3 @@ func image(base v1.Layer, binary, arch string, date time.Time, annotations map[s
 	}
 	return mutate.Annotations(img, annotations).(v1.Image), nil
 }
-
-// The layers' compression: gzip at its best, which Go writes the same way every time.
-const compression = gzip.BestCompression

@@ -1,50 +1,37 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
 	"encoding/pem"
-	"io"
-	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/crypto/x509roots/fallback/bundle"
+
+	"github.com/t9k-jobs/t9k-jobs/hack/image/archive"
 )
 
 // caBundlePath is where the image keeps its CA certificates (Debian's path, which Go and
 // most TLS clients look at).
 const caBundlePath = "/etc/ssl/certs/ca-certificates.crt"
 
-// file is one entry of a layer: a directory when data is nil and dir is set.
-type file struct {
-	path     string
-	mode     int64
-	uid, gid int
-	dir      bool
-	data     []byte
-}
-
 // baseFiles are what the binary needs around it: the users (root, and nonroot 65532 that it
 // runs as, with its home), name resolution from files then DNS, the CA certificates, and a
 // /tmp. There is no shell and no other program.
-func baseFiles() []file {
-	return []file{
-		{path: "/etc", mode: 0o755, dir: true},
-		{path: "/etc/group", mode: 0o644, data: []byte("root:x:0:\nnonroot:x:65532:\n")},
-		{path: "/etc/nsswitch.conf", mode: 0o644, data: []byte("hosts: files dns\n")},
-		{path: "/etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
-		{path: "/etc/ssl", mode: 0o755, dir: true},
-		{path: "/etc/ssl/certs", mode: 0o755, dir: true},
-		{path: caBundlePath, mode: 0o644, data: caBundle()},
-		{path: "/home", mode: 0o755, dir: true},
-		{path: "/home/nonroot", mode: 0o700, uid: nonroot, gid: nonroot, dir: true},
-		{path: "/root", mode: 0o700, dir: true},
-		{path: "/tmp", mode: 0o1777, dir: true},
-		{path: "/usr", mode: 0o755, dir: true},
-		{path: "/usr/local", mode: 0o755, dir: true},
-		{path: "/usr/local/bin", mode: 0o755, dir: true},
+func baseFiles() []archive.File {
+	return []archive.File{
+		{Path: "/etc", Mode: 0o755, Dir: true},
+		{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnonroot:x:65532:\n")},
+		{Path: "/etc/nsswitch.conf", Mode: 0o644, Data: []byte("hosts: files dns\n")},
+		{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+		{Path: "/etc/ssl", Mode: 0o755, Dir: true},
+		{Path: "/etc/ssl/certs", Mode: 0o755, Dir: true},
+		{Path: caBundlePath, Mode: 0o644, Data: caBundle()},
+		{Path: "/home", Mode: 0o755, Dir: true},
+		{Path: "/home/nonroot", Mode: 0o700, UID: nonroot, GID: nonroot, Dir: true},
+		{Path: "/root", Mode: 0o700, Dir: true},
+		{Path: "/tmp", Mode: 0o1777, Dir: true},
+		{Path: "/usr", Mode: 0o755, Dir: true},
+		{Path: "/usr/local", Mode: 0o755, Dir: true},
+		{Path: "/usr/local/bin", Mode: 0o755, Dir: true},
 	}
 }
 
@@ -59,32 +46,4 @@ func caBundle() []byte {
 		}
 	}
 	return b.Bytes()
-}
-
-// layer is a gzipped tar of files, in the order given, each with the same time.
-func layer(files []file, date time.Time) (v1.Layer, error) {
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
-	for _, f := range files {
-		h := &tar.Header{Name: f.path[1:], Mode: f.mode, Uid: f.uid, Gid: f.gid, ModTime: date, Format: tar.FormatPAX}
-		if f.dir {
-			h.Name += "/"
-			h.Typeflag = tar.TypeDir
-		} else {
-			h.Typeflag = tar.TypeReg
-			h.Size = int64(len(f.data))
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	data := b.Bytes()
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil },
-		tarball.WithMediaType(types.OCILayer), tarball.WithCompressionLevel(compression))
 }

@@ -215,12 +215,14 @@ func TestSameCommitSameDigest(t *testing.T) {
 		t.Skip("not a git checkout")
 	}
 	var digests, sums, archives []string
+	src := strings.TrimSpace(string(top)) // then the first clone: both clones have one commit
 	var head []byte // the commit the clones have
 	for i := range 2 {
 		clone := filepath.Join(t.TempDir(), fmt.Sprintf("clone-%d", i))
-		if out, err := exec.Command("git", "clone", "-q", "--no-hardlinks", strings.TrimSpace(string(top)), clone).CombinedOutput(); err != nil {
+		if out, err := exec.Command("git", "clone", "-q", "--no-hardlinks", src, clone).CombinedOutput(); err != nil {
 			t.Fatalf("git clone: %v\n%s", err, out)
 		}
+		src = clone
 		if head, err = exec.Command("git", "-C", clone, "rev-parse", "HEAD").Output(); err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/t9k-jobs/t9k-jobs/hack/image/archive"
 )
 
 // The images a node is given (Options.ImageArchives): each archive is a tar of an OCI image
@@ -29,12 +31,6 @@ import (
 // image the node runs is unpacked once (its layers flattened, whiteouts applied, owners,
 // modes and links kept) into <state>/images/roots/<manifest digest>, the lower layer of the
 // overlay of every container that runs it.
-
-// Annotations of index.json that name an image: the OCI one, and containerd's.
-const (
-	refNameAnnotation        = "org.opencontainers.image.ref.name"
-	containerdNameAnnotation = "io.containerd.image.name"
-)
 
 // image is one image the node can run: a manifest for this machine's platform.
 type image struct {
@@ -118,7 +114,8 @@ func (s *imageStore) archives() []string {
 func (s *imageStore) loadArchive(path, stamp string) error {
 	sum := sha256.Sum256([]byte(path + "\x00" + stamp))
 	dir := filepath.Join(s.dir, "layouts", hex.EncodeToString(sum[:8]))
-	if err := untarLayout(path, dir); err != nil {
+	_ = os.RemoveAll(dir) // an earlier copy of a rewritten archive
+	if err := archive.Unpack(path, dir); err != nil {
 		return err
 	}
 	p, err := layout.FromPath(dir)
@@ -135,7 +132,7 @@ func (s *imageStore) loadArchive(path, stamp string) error {
 	}
 	for _, desc := range m.Manifests {
 		var refs []string
-		for _, key := range []string{containerdNameAnnotation, refNameAnnotation} {
+		for _, key := range []string{archive.ContainerdNameAnnotation, archive.RefNameAnnotation} {
 			if ref, err := parseImageRef(desc.Annotations[key]); err == nil && desc.Annotations[key] != "" && !slices.Contains(refs, ref.String()) {
 				refs = append(refs, ref.String())
 			}
@@ -462,57 +459,4 @@ func within(dir, name string) (string, error) {
 		return "", fmt.Errorf("%q leaves the archive's directory", name)
 	}
 	return p, nil
-}
-
-// untarLayout unpacks an archive's regular files and directories into dir, replacing what
-// dir held.
-func untarLayout(path, dir string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	_ = os.RemoveAll(dir)
-	tr := tar.NewReader(f)
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		p, err := within(dir, hdr.Name)
-		if err != nil {
-			return err
-		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			err = os.MkdirAll(p, 0o755)
-		case tar.TypeReg:
-			err = writeFileFrom(p, tr)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
-		return errors.New("not an OCI image layout: no index.json")
-	}
-	return nil
-}
-
-func writeFileFrom(path string, r io.Reader) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -115,12 +115,17 @@ func TestProjectedVolume(t *testing.T) {
 	if got := read("ca.crt"); got != "CA" {
 		t.Errorf("ca.crt after the renewal: %q", got)
 	}
-	entries, _ := os.ReadDir(dir)
+	// ..<time>, ..data, token, ca.crt, namespace, meta: the old version goes just after the
+	// switch of ..data that the new token showed.
 	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	if len(names) != 6 { // ..<time>, ..data, token, ca.crt, namespace, meta: the old version is gone
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		entries, _ := os.ReadDir(dir)
+		names = names[:0]
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return len(names) == 6, nil
+	}); err != nil {
 		t.Errorf("the volume holds %v", names)
 	}
 	// And again 480 s after the renewal.

@@ -4,36 +4,19 @@
 package testimage
 
 import (
-	"archive/tar"
-	"bytes"
-	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"runtime"
-	"sort"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/t9k-jobs/t9k-jobs/hack/image/archive"
 )
 
-// File is an entry of a layer: a regular file (Data), a directory (Dir), a symbolic link
-// (Symlink), a hard link (Hardlink, to another entry's path) or a whiteout (Path
-// ".../.wh.<name>", which removes name of the layers below).
-type File struct {
-	Path     string
-	Mode     int64
-	UID, GID int
-	Data     []byte
-	Dir      bool
-	Symlink  string
-	Hardlink string
-}
+// File is an entry of a layer (hack/image/archive.File).
+type File = archive.File
 
 // Image describes an image: its layers, bottom first, and its configuration.
 type Image struct {
@@ -79,25 +62,7 @@ func Write(path, ref string, image Image) (Digests, error) {
 		}
 		d.Index, top = h.String(), idx
 	}
-	dir, err := os.MkdirTemp("", "t9k-testimage-")
-	if err != nil {
-		return d, err
-	}
-	defer os.RemoveAll(dir)
-	p, err := layout.Write(dir, empty.Index)
-	if err != nil {
-		return d, err
-	}
-	names := layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref, "io.containerd.image.name": ref})
-	if idx, ok := top.(v1.ImageIndex); ok {
-		err = p.AppendIndex(idx, names)
-	} else {
-		err = p.AppendImage(img, names)
-	}
-	if err != nil {
-		return d, err
-	}
-	return d, tarDir(dir, path)
+	return d, archive.Write(path, top, ref, nil, time.Unix(0, 0))
 }
 
 func otherArch() string {
@@ -112,12 +77,7 @@ func build(image Image, arch string) (v1.Image, error) {
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	for _, files := range image.Layers {
-		data, err := layerTar(files)
-		if err != nil {
-			return nil, err
-		}
-		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil },
-			tarball.WithMediaType(types.OCILayer))
+		l, err := archive.Layer(files, time.Unix(0, 0))
 		if err != nil {
 			return nil, err
 		}
@@ -132,88 +92,4 @@ func build(image Image, arch string) (v1.Image, error) {
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture, cf.Config = "linux", arch, image.Config
 	return mutate.ConfigFile(img, cf)
-}
-
-func layerTar(files []File) ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, f := range files {
-		hdr := &tar.Header{Name: f.Path, Mode: f.Mode, Uid: f.UID, Gid: f.GID, ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
-		switch {
-		case f.Dir:
-			hdr.Typeflag = tar.TypeDir
-		case f.Symlink != "":
-			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, f.Symlink
-		case f.Hardlink != "":
-			hdr.Typeflag, hdr.Linkname = tar.TypeLink, f.Hardlink
-		default:
-			hdr.Typeflag, hdr.Size = tar.TypeReg, int64(len(f.Data))
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(f.Data); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-// tarDir writes the files under dir to a tar at path.
-func tarDir(dir, path string) error {
-	var names []string
-	if err := filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
-		if err == nil && p != dir {
-			names = append(names, p)
-		}
-		return err
-	}); err != nil {
-		return err
-	}
-	sort.Strings(names)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	partial := path + ".partial"
-	f, err := os.Create(partial)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(partial)
-	tw := tar.NewWriter(f)
-	for _, p := range names {
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		hdr, err := tar.FileInfoHeader(fi, "")
-		if err != nil {
-			return err
-		}
-		hdr.Name = filepath.ToSlash(rel)
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if fi.Mode().IsRegular() {
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			if _, err := tw.Write(data); err != nil {
-				return err
-			}
-		}
-	}
-	if err := tw.Close(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(partial, path)
 }

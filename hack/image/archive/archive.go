@@ -24,6 +24,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
 
 // Annotations of index.json that name an image: the OCI one, and containerd's, which
@@ -40,9 +41,11 @@ type dockerManifest struct {
 	Layers   []string
 }
 
-// Write writes idx, named ref (a full reference such as registry.example.com/x/y:v1), to the
-// archive at path; docker is the image listed in manifest.json. mtime is every entry's time.
-func Write(path string, idx v1.ImageIndex, ref string, docker v1.Image, mtime time.Time) error {
+// Write writes top (an image index, or one image), named ref (a full reference such as
+// registry.example.com/x/y:v1), to the archive at path; docker, if not nil, is the image
+// listed in manifest.json. mtime is every entry's time. The archive appears whole: it is
+// written beside path and renamed.
+func Write(path string, top mutate.Appendable, ref string, docker v1.Image, mtime time.Time) error {
 	dir, err := os.MkdirTemp("", "t9k-image-layout-")
 	if err != nil {
 		return err
@@ -52,19 +55,30 @@ func Write(path string, idx v1.ImageIndex, ref string, docker v1.Image, mtime ti
 	if err != nil {
 		return err
 	}
-	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{RefNameAnnotation: ref, ContainerdNameAnnotation: ref})); err != nil {
+	names := layout.WithAnnotations(map[string]string{RefNameAnnotation: ref, ContainerdNameAnnotation: ref})
+	switch t := top.(type) {
+	case v1.ImageIndex:
+		err = p.AppendIndex(t, names)
+	case v1.Image:
+		err = p.AppendImage(t, names)
+	default:
+		err = fmt.Errorf("%T is neither an image nor an index", top)
+	}
+	if err != nil {
 		return fmt.Errorf("writing the image layout: %w", err)
 	}
-	m, err := dockerEntry(docker, ref)
-	if err != nil {
-		return err
-	}
-	data, err := json.Marshal([]dockerManifest{m})
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), data, 0o644); err != nil {
-		return err
+	if docker != nil {
+		m, err := dockerEntry(docker, ref)
+		if err != nil {
+			return err
+		}
+		data, err := json.Marshal([]dockerManifest{m})
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "manifest.json"), data, 0o644); err != nil {
+			return err
+		}
 	}
 	return tarDir(dir, path, mtime)
 }
@@ -163,8 +177,8 @@ type Image struct {
 // Open unpacks the archive at path into dir (which it creates) and returns its image
 // indexes with the references they are named by.
 func Open(path, dir string) ([]Image, error) {
-	if err := untar(path, dir); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if err := Unpack(path, dir); err != nil {
+		return nil, err
 	}
 	p, err := layout.FromPath(dir)
 	if err != nil {
@@ -199,7 +213,18 @@ func Open(path, dir string) ([]Image, error) {
 	return images, nil
 }
 
-// untar unpacks a tar of plain files and directories (an image layout) into dir.
+// Unpack unpacks the archive at path (an image layout: plain files and directories) into
+// dir, which it creates.
+func Unpack(path, dir string) error {
+	if err := untar(path, dir); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
+		return fmt.Errorf("%s: not an OCI image layout: no index.json", path)
+	}
+	return nil
+}
+
 func untar(path, dir string) error {
 	f, err := os.Open(path)
 	if err != nil {

@@ -50,6 +50,7 @@ tools: ## build (once) the local control plane's binaries
 
 test: tools ## unit and end-to-end tests (the e2e tests start their own local cluster), then the skipped ones
 	T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go test -count=1 -timeout $(TEST_TIMEOUT) -json ./... | go run ./hack/testsummary
+	$(MAKE) --no-print-directory test-fuzz
 
 test-unit: ## tests that need no cluster
 	go test -count=1 -timeout $(TEST_TIMEOUT) $(UNIT_PKGS)
@@ -65,6 +66,28 @@ cluster-down: ## stop the local control plane
 
 run: ## run the controller: against $KUBECONFIG, or on a local control plane with the examples; KUEUE=1: with Kueue
 	KUEUE=$(KUEUE) hack/run.sh
+
+# Go's native fuzzers (docs/testing.md, "Fuzzing"): go test -list '^Fuzz' in the packages whose
+# tests have a func Fuzz..., run one at a time (go test takes one -fuzz target per run), each for
+# FUZZTIME; make test runs them for TEST_FUZZTIME each, about 50 s in all on 2 cores. A crasher
+# is written to its package's testdata/fuzz/<Fuzzer>/, and the target fails.
+FUZZTIME ?= 10s
+TEST_FUZZTIME ?= 5s
+.PHONY: fuzz test-fuzz
+
+fuzz: ## run every fuzzer for FUZZTIME each (default 10s; longer: make fuzz FUZZTIME=5m)
+	@pkgs=$$(grep -rl --include='*_test.go' --exclude-dir=_output --exclude-dir=.git '^func Fuzz' . | xargs -r -n1 dirname | sort -u); \
+	targets=$$(go test -list '^Fuzz' $$pkgs | awk '/^Fuzz/ { names = names " " $$1 } /^(ok|\?)[ \t]/ { for (n = split(names, f, " "); n > 0; n--) print $$2 "@" f[n]; names = "" }' | sort); \
+	failed=""; \
+	for target in $$targets; do \
+		pkg=$${target%@*}; name=$${target#*@}; \
+		echo "fuzz: $$name ($$pkg) for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || failed="$$failed $$name"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: crashers in:$$failed (see testdata/fuzz/ of their packages)"; exit 1; fi
+
+test-fuzz: ## every fuzzer for TEST_FUZZTIME (5s) each, as make test runs them
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 BENCH_JOBS ?= 250
 BENCH_REPLICAS ?= 4

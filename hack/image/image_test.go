@@ -216,7 +216,7 @@ func TestSameCommitSameDigest(t *testing.T) {
 	}
 	var digests, sums, archives []string
 	src := strings.TrimSpace(string(top)) // then the first clone: both clones have one commit
-	var head []byte // the commit the clones have
+	var head []byte                       // the commit the clones have
 	for i := range 2 {
 		clone := filepath.Join(t.TempDir(), fmt.Sprintf("clone-%d", i))
 		if out, err := exec.Command("git", "clone", "-q", "--no-hardlinks", src, clone).CombinedOutput(); err != nil {

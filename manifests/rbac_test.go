@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/gang"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/kueue"
 )
 
@@ -31,7 +33,7 @@ func TestRBACCoversEveryChildKind(t *testing.T) {
 	if role == nil {
 		t.Fatal("no ClusterRole in rbac.yaml")
 	}
-	for _, k := range append(engine.ChildKinds(), kueue.ChildKinds()...) {
+	for _, k := range slices.Concat(engine.ChildKinds(), kueue.ChildKinds(), gang.ChildKinds()) {
 		need := []string{"get", "list", "watch", "create", "delete"}
 		if !k.ReplaceOnChange {
 			need = append(need, "update")

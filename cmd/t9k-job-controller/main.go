@@ -38,6 +38,7 @@ import (
 	kueueinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/kueue/informers/externalversions"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/colossalaijob"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/gang"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/genericjob"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/kueue"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/leadership"
@@ -72,6 +73,7 @@ type options struct {
 const (
 	schedulerT9k   = "t9k-scheduler"
 	schedulerKueue = "kueue"
+	schedulerGang  = "gang"
 )
 
 func main() {
@@ -96,7 +98,8 @@ func main() {
 	fs.StringVar(&o.bindAddress, "bind-address", ":8080", "address of /metrics, /healthz and /readyz")
 	fs.BoolVar(&o.profiling, "profiling", false, "serve Go profiles at /debug/pprof/ on --bind-address")
 	fs.StringVar(&o.scheduler, "scheduler", schedulerT9k, "what a job's spec.scheduler.t9kScheduler asks for: "+schedulerT9k+
-		" (its pods are placed by T9k Scheduler) or "+schedulerKueue+" (the job waits in Kueue's LocalQueue named by its queue, with its priority; its pods are placed by the default scheduler)")
+		" (its pods are placed by T9k Scheduler) or "+schedulerKueue+" (the job waits in Kueue's LocalQueue named by its queue, with its priority; its pods are placed by the default scheduler) or "+schedulerGang+
+		" (the job starts whole: its pods are gang-scheduled by the default scheduler through a PodGroup; its queue and priority are ignored)")
 	fs.StringVar(&o.memoryLimit, "memory-limit", os.Getenv(memoryLimitEnv),
 		"the container's memory limit (e.g. 512Mi; $"+memoryLimitEnv+" by default): the Go runtime's soft limit is set to 90% of it, unless GOMEMLIMIT is set")
 	printVersion := fs.Bool("version", false, "print the controller's version, source revision and Go version, and exit")
@@ -175,6 +178,10 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	gangServed, err := podGroupsServed(kube.Discovery(), o, logger)
+	if err != nil {
+		return err
+	}
 
 	// /readyz: a replica that runs jobs is ready once its caches are synced (runAll); one that
 	// stands by for the Lease is ready as it is, since it can take over: a Deployment of two
@@ -197,7 +204,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	runControllers := func(ctx context.Context) {
-		runAll(ctx, o, engine.Clients{Kube: kube}, kueueClient, jobFactory, kinds, events, &ready)
+		runAll(ctx, o, engine.Clients{Kube: kube}, kueueClient, gangServed, jobFactory, kinds, events, &ready)
 	}
 	if !o.leaderElect {
 		runControllers(ctx)
@@ -231,8 +238,8 @@ func adapters(jobs versioned.Interface, f jobinformers.SharedInformerFactory) []
 
 // runAll starts the informers, the admitters and the controller of every kind, and returns
 // once ctx ends and in-flight syncs are done. kueueClient is nil when Kueue's API is not
-// served.
-func runAll(ctx context.Context, o options, clients engine.Clients, kueueClient kueueclient.Interface, jobFactory jobinformers.SharedInformerFactory,
+// served; gangServed tells whether PodGroups are.
+func runAll(ctx context.Context, o options, clients engine.Clients, kueueClient kueueclient.Interface, gangServed bool, jobFactory jobinformers.SharedInformerFactory,
 	kinds []engine.Adapter, events kubernetes.Interface, ready *atomic.Int32) {
 	ready.Store(syncing)
 	// The children, of every kind the engine's table lists: only the project's, and of each
@@ -253,8 +260,10 @@ func runAll(ctx context.Context, o options, clients engine.Clients, kueueClient 
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "t9k-job-controller"})
 
-	// The admitters, asked in this order. Kueue's is always there: without its API a job
-	// that asks for a queue waits, saying Kueue is missing, rather than run unqueued.
+	// The admitters, asked in this order. Each is always there: without its API a job that
+	// asks for it waits, saying what is missing, rather than run otherwise. Kueue comes
+	// first: a job both queued and gang-scheduled waits for its quota, then its pods are made
+	// as a gang.
 	queues := kueue.Config{Client: kueueClient, ForT9kScheduler: o.scheduler == schedulerKueue, Recorder: recorder}
 	if kueueClient != nil {
 		queues.Workloads = kueueinformers.NewSharedInformerFactoryWithOptions(kueueClient, 0,
@@ -264,7 +273,11 @@ func runAll(ctx context.Context, o options, clients engine.Clients, kueueClient 
 		queues.Cluster = kueueinformers.NewSharedInformerFactory(kueueClient, 0)
 		factories = append(factories, queues.Workloads, queues.Cluster)
 	}
-	options := engine.Options{Admitters: []engine.Admitter{kueue.New(queues)}}
+	gangs := gang.Config{ForT9kScheduler: o.scheduler == schedulerGang, Recorder: recorder}
+	if gangServed {
+		gangs.Client, gangs.Informers = clients.Kube, kubeFactory
+	}
+	options := engine.Options{Admitters: []engine.Admitter{kueue.New(queues), gang.New(gangs)}}
 
 	controllers := make([]*engine.Controller, 0, len(kinds))
 	for _, a := range kinds {
@@ -294,8 +307,8 @@ func runAll(ctx context.Context, o options, clients engine.Clients, kueueClient 
 // kueueClientIfServed returns the client of Kueue's API when the API server serves it (nil
 // otherwise: nothing of Kueue is watched), and checks --scheduler.
 func kueueClientIfServed(kube kubernetes.Interface, config *rest.Config, o options, logger klog.Logger) (kueueclient.Interface, error) {
-	if o.scheduler != schedulerT9k && o.scheduler != schedulerKueue {
-		return nil, fmt.Errorf("--scheduler=%q: want %s or %s", o.scheduler, schedulerT9k, schedulerKueue)
+	if o.scheduler != schedulerT9k && o.scheduler != schedulerKueue && o.scheduler != schedulerGang {
+		return nil, fmt.Errorf("--scheduler=%q: want %s, %s or %s", o.scheduler, schedulerT9k, schedulerKueue, schedulerGang)
 	}
 	served, err := kueueServed(kube.Discovery())
 	if err != nil {

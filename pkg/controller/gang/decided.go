@@ -1,0 +1,62 @@
+package gang
+
+import (
+	"context"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
+)
+
+// Decided says in events what a sync did to the job's gang: that the cluster cannot
+// gang-schedule (once, when the wait starts), that spec.scheduler.t9kScheduler's queue and
+// priority are ignored (once, when the PodGroup is made), and each new reason the scheduler
+// gives for not placing the gang. The engine writes nothing else of the PodGroup: its status
+// is the scheduler's.
+func (a *Admitter) Decided(_ context.Context, job engine.Job, v *engine.Verdict, r engine.Report) error {
+	n := v.Note.(*note)
+	if !v.Admitted {
+		if r.WasWaiting != v.Reason {
+			a.config.Recorder.Event(job, corev1.EventTypeWarning, v.Reason, v.Message)
+		}
+		return nil
+	}
+	if engine.Finished(r.Decision.Status) {
+		a.said.Delete(job.GetUID())
+		return nil
+	}
+	if n.request.fromT9kScheduler && slices.ContainsFunc(r.Decision.CreateObjects, isPodGroup) {
+		a.config.Recorder.Eventf(job, corev1.EventTypeWarning, reasonIgnored,
+			"The job starts whole (gang scheduling, --scheduler=gang): spec.scheduler.t9kScheduler's queue %q and priority %d mean nothing to kube-scheduler and are ignored; give the pods a priorityClassName for a priority",
+			n.request.queue, n.request.priority)
+	}
+	a.sayUnschedulable(job, podGroupOf(r.Children.Objects))
+	return nil
+}
+
+// Ended forgets what was said of a job that ended outside a decision.
+func (a *Admitter) Ended(_ context.Context, job engine.Job, _ engine.Report) error {
+	a.said.Delete(job.GetUID())
+	return nil
+}
+
+// sayUnschedulable records a Warning event when the scheduler gives a new reason for not
+// placing the gang; kubectl describe shows it beside the pods' own.
+func (a *Admitter) sayUnschedulable(job engine.Job, pg *schedulingv1beta1.PodGroup) {
+	why := unschedulable(pg)
+	if why == "" {
+		a.said.Delete(job.GetUID())
+		return
+	}
+	if last, ok := a.said.Load(job.GetUID()); ok && last == why {
+		return
+	}
+	a.said.Store(job.GetUID(), why)
+	a.config.Recorder.Eventf(job, corev1.EventTypeWarning, reasonUnschedulable,
+		"The scheduler cannot place the job's gang (PodGroup %s) whole yet: %s", pg.Name, why)
+}
+
+func isPodGroup(o metav1.Object) bool { _, ok := o.(*schedulingv1beta1.PodGroup); return ok }

@@ -1,0 +1,324 @@
+package gang
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned/fake"
+	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
+)
+
+// gangTest is a controller of one GenericJob of three workers and a launcher that waits for
+// them (as MPIJob's), no informer running: each step syncs once, then the caches take what
+// the fake API holds, as the informers would.
+type gangTest struct {
+	st     *engine.Stepper
+	jobs   *fake.Clientset
+	kube   *kubefake.Clientset
+	events *record.FakeRecorder
+	clock  *clocktesting.FakeClock
+	inf    cache.SharedIndexInformer
+	served bool
+}
+
+var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func template(int32) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{Spec: corev1.PodSpec{PriorityClassName: "training", Containers: []corev1.Container{{
+		Name: "main", Image: "trainer",
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}},
+	}}}}
+}
+
+func testJob(annotations map[string]string, scheduler *batch.SchedulePolicy) *batch.GenericJob {
+	job := &batch.GenericJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: batch.SchemeGroupVersion.String(), Kind: "GenericJob"},
+		ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns", UID: "job-uid", Generation: 1, Annotations: annotations},
+	}
+	if scheduler != nil {
+		job.Spec.Scheduler = scheduler
+	}
+	return job
+}
+
+var gangAnnotation = map[string]string{AnnotationGang: "true"}
+
+// newGangTest makes the controller; served false is a cluster without the PodGroup API.
+func newGangTest(t *testing.T, job *batch.GenericJob, served bool, config Config) *gangTest {
+	t.Helper()
+	jobs := fake.NewClientset(job)
+	jobFactory := jobinformers.NewSharedInformerFactory(jobs, 0)
+	informer := jobFactory.Batch().V1beta1().GenericJobs()
+	if err := informer.Informer().GetIndexer().Add(job); err != nil {
+		t.Fatal(err)
+	}
+	adapter := engine.NewAdapter[*batch.GenericJob]("GenericJob", informer.Informer(), informer.Lister().GenericJobs, jobs.BatchV1beta1().GenericJobs,
+		func(j *batch.GenericJob) (*engine.Plan, error) {
+			p := &engine.Plan{Groups: []engine.Group{
+				{Type: "worker", Replicas: 3, Restart: batch.RestartOnFailure, Template: template},
+				{Type: "launcher", Replicas: 1, Restart: batch.RestartNever, Template: template, After: []string{"worker"}},
+			}}
+			p.SetRunMode(j.Spec.RunMode, j.Spec.Scheduler)
+			return p, nil
+		})
+	kube := kubefake.NewClientset()
+	s := &gangTest{jobs: jobs, kube: kube, events: record.NewFakeRecorder(100), served: served}
+	s.inf = informer.Informer()
+	children := engine.Informers{Kube: informers.NewSharedInformerFactory(kube, 0)}
+	config.Recorder = s.events
+	if served {
+		config.Client, config.Informers = kube, children.Kube
+	}
+	c := engine.New(adapter, engine.Clients{Kube: kube}, children, s.events, engine.Options{Admitters: []engine.Admitter{New(config)}})
+	s.clock = clocktesting.NewFakeClock(now)
+	s.st = engine.NewStepper(c, s.clock)
+	t.Cleanup(s.st.Queue().ShutDown)
+	return s
+}
+
+// step syncs the job (again once a status held for the batch is due) and lets the caches
+// show what the fake API holds.
+func (s *gangTest) step(t *testing.T) {
+	t.Helper()
+	wait, err := s.st.Sync(context.Background(), "ns/job")
+	if err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	s.refresh(t)
+	if s.st.Held("ns/job") {
+		s.clock.Step(wait)
+		s.step(t)
+	}
+}
+
+func (s *gangTest) refresh(t *testing.T) {
+	t.Helper()
+	if err := s.inf.GetIndexer().Update(s.job(t)); err != nil {
+		t.Fatal(err)
+	}
+	var objs []metav1.Object
+	for _, p := range s.pods(t) {
+		objs = append(objs, &p)
+	}
+	if err := s.st.Show(engine.PodKind, objs); err != nil {
+		t.Fatal(err)
+	}
+	if s.served {
+		objs = nil
+		if pg, err := s.kube.SchedulingV1beta1().PodGroups("ns").Get(context.Background(), "genericjob-job", metav1.GetOptions{}); err == nil {
+			objs = append(objs, pg)
+		}
+		if err := s.st.Show(PodGroupKind, objs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.st.Settle("ns/job")
+}
+
+func (s *gangTest) job(t *testing.T) *batch.GenericJob {
+	t.Helper()
+	job, err := s.jobs.BatchV1beta1().GenericJobs("ns").Get(context.Background(), "job", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+func (s *gangTest) pods(t *testing.T) []corev1.Pod {
+	t.Helper()
+	pods, err := s.kube.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pods.Items
+}
+
+func (s *gangTest) podGroup(t *testing.T) *schedulingv1beta1.PodGroup {
+	t.Helper()
+	pg, err := s.kube.SchedulingV1beta1().PodGroups("ns").Get(context.Background(), "genericjob-job", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the job's PodGroup: %v", err)
+	}
+	return pg
+}
+
+// runAll has every pod run and be Ready, as a kubelet would once the gang is bound.
+func (s *gangTest) runAll(t *testing.T) {
+	t.Helper()
+	for _, p := range s.pods(t) {
+		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now)}}}}}
+		if _, err := s.kube.CoreV1().Pods("ns").UpdateStatus(context.Background(), &p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.refresh(t)
+}
+
+func drain(r *record.FakeRecorder) string {
+	var out []string
+	for {
+		select {
+		case e := <-r.Events:
+			out = append(out, e)
+		default:
+			return strings.Join(out, "\n")
+		}
+	}
+}
+
+func running(job *batch.GenericJob) batch.JobCondition {
+	for _, c := range job.Status.Conditions {
+		if c.Type == batch.JobConditionRunning {
+			return c
+		}
+	}
+	return batch.JobCondition{}
+}
+
+// A job that asks to start whole gets a PodGroup whose gang is its workers, each joined to it;
+// the launcher, made only once the workers are Ready, stays outside, or the gang would wait
+// for it forever.
+func TestGangJobJoinsItsWorkersToAPodGroup(t *testing.T) {
+	s := newGangTest(t, testJob(gangAnnotation, nil), true, Config{})
+	s.step(t)
+	pg := s.podGroup(t)
+	if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != 3 {
+		t.Fatalf("gang policy %+v, want minCount 3 (the workers)", pg.Spec.SchedulingPolicy)
+	}
+	if pg.Spec.PriorityClassName != "training" {
+		t.Errorf("PodGroup priorityClassName %q, want the pods' %q", pg.Spec.PriorityClassName, "training")
+	}
+	if len(pg.OwnerReferences) != 1 || pg.OwnerReferences[0].UID != "job-uid" {
+		t.Errorf("PodGroup owners %+v, want the job", pg.OwnerReferences)
+	}
+	pods := s.pods(t)
+	if len(pods) != 3 {
+		t.Fatalf("%d pods, want the 3 workers (the launcher waits for them)", len(pods))
+	}
+	for _, p := range pods {
+		if g := p.Spec.SchedulingGroup; g == nil || g.PodGroupName == nil || *g.PodGroupName != "genericjob-job" {
+			t.Errorf("pod %s joins %+v, want PodGroup genericjob-job", p.Name, g)
+		}
+	}
+	s.runAll(t)
+	s.step(t)
+	pods = s.pods(t)
+	if len(pods) != 4 {
+		t.Fatalf("%d pods once the workers are Ready, want the launcher too", len(pods))
+	}
+	for _, p := range pods {
+		if strings.Contains(p.Name, "launcher") && p.Spec.SchedulingGroup != nil {
+			t.Errorf("the launcher joins %+v, want no group", p.Spec.SchedulingGroup)
+		}
+	}
+}
+
+// A job that does not ask has no PodGroup, and its pods join none.
+func TestJobNotAskingHasNoGang(t *testing.T) {
+	s := newGangTest(t, testJob(nil, nil), true, Config{})
+	s.step(t)
+	if pgs, _ := s.kube.SchedulingV1beta1().PodGroups("ns").List(context.Background(), metav1.ListOptions{}); len(pgs.Items) != 0 {
+		t.Errorf("PodGroups %+v, want none", pgs.Items)
+	}
+	for _, p := range s.pods(t) {
+		if p.Spec.SchedulingGroup != nil {
+			t.Errorf("pod %s joins %+v", p.Name, p.Spec.SchedulingGroup)
+		}
+	}
+}
+
+// Without the PodGroup API a job that asks to start whole waits, with no pod, and says what
+// to turn on: in a condition, and in one event when the wait starts.
+func TestGangJobWithoutTheAPIWaits(t *testing.T) {
+	s := newGangTest(t, testJob(gangAnnotation, nil), false, Config{})
+	s.step(t)
+	if n := len(s.pods(t)); n != 0 {
+		t.Fatalf("%d pods, want none", n)
+	}
+	c := running(s.job(t))
+	if c.Reason != reasonNotServed || !strings.Contains(c.Message, "GenericWorkload") {
+		t.Fatalf("Running %+v, want %s naming the feature gate", c, reasonNotServed)
+	}
+	if events := drain(s.events); !strings.Contains(events, "Warning "+reasonNotServed) || !strings.Contains(events, "runtime-config") {
+		t.Errorf("events %q, want a Warning %s naming what to turn on", events, reasonNotServed)
+	}
+	s.step(t)
+	if events := drain(s.events); strings.Contains(events, reasonNotServed) {
+		t.Errorf("the event again on a later sync: %q", events)
+	}
+}
+
+// With --scheduler=gang spec.scheduler.t9kScheduler asks to start whole: the pods keep the
+// default scheduler, and the queue and priority, meaningless to it, are said to be ignored
+// once.
+func TestT9kSchedulerAsksForGang(t *testing.T) {
+	policy := &batch.SchedulePolicy{T9kScheduler: &batch.T9kScheduler{Queue: "team-a", Priority: 50}}
+	s := newGangTest(t, testJob(nil, policy), true, Config{ForT9kScheduler: true})
+	s.step(t)
+	if s.podGroup(t).Spec.SchedulingPolicy.Gang.MinCount != 3 {
+		t.Fatal("no gang of 3")
+	}
+	for _, p := range s.pods(t) {
+		if p.Spec.SchedulerName != "" || p.Spec.SchedulingGroup == nil {
+			t.Errorf("pod %s: scheduler %q, group %+v; want the default scheduler, in the gang", p.Name, p.Spec.SchedulerName, p.Spec.SchedulingGroup)
+		}
+	}
+	events := drain(s.events)
+	if !strings.Contains(events, "Warning "+reasonIgnored) || !strings.Contains(events, `"team-a"`) {
+		t.Errorf("events %q, want %s naming the queue", events, reasonIgnored)
+	}
+	s.step(t)
+	if events := drain(s.events); strings.Contains(events, reasonIgnored) {
+		t.Errorf("the event again on a later sync: %q", events)
+	}
+}
+
+// Asking for T9k Scheduler and for the gang, without --scheduler=gang, cannot be done: a pod
+// has one scheduler. The job fails, saying so.
+func TestGangAndT9kSchedulerConflict(t *testing.T) {
+	policy := &batch.SchedulePolicy{T9kScheduler: &batch.T9kScheduler{Queue: "team-a"}}
+	s := newGangTest(t, testJob(gangAnnotation, policy), true, Config{})
+	s.step(t)
+	job := s.job(t)
+	if job.Status.Phase != batch.JobFailed || len(s.pods(t)) != 0 {
+		t.Fatalf("phase %q with %d pods, want Failed with none", job.Status.Phase, len(s.pods(t)))
+	}
+}
+
+// The scheduler's reason for not placing the gang is said in one Warning event per new
+// reason, not per sync.
+func TestUnschedulableGangSaysWhyOnce(t *testing.T) {
+	s := newGangTest(t, testJob(gangAnnotation, nil), true, Config{})
+	s.step(t)
+	drain(s.events)
+	pg := s.podGroup(t)
+	pg.Status.Conditions = []metav1.Condition{{Type: schedulingv1beta1.PodGroupInitiallyScheduled, Status: metav1.ConditionFalse,
+		Reason: schedulingv1beta1.PodGroupReasonUnschedulable, Message: "0/2 nodes are available: 2 Insufficient cpu.", LastTransitionTime: metav1.NewTime(now)}}
+	if _, err := s.kube.SchedulingV1beta1().PodGroups("ns").UpdateStatus(context.Background(), pg, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.refresh(t)
+	s.step(t)
+	if events := drain(s.events); !strings.Contains(events, "Warning "+reasonUnschedulable) || !strings.Contains(events, "Insufficient cpu") {
+		t.Errorf("events %q, want %s quoting the scheduler", events, reasonUnschedulable)
+	}
+	s.step(t)
+	if events := drain(s.events); strings.Contains(events, reasonUnschedulable) {
+		t.Errorf("the event again on a later sync: %q", events)
+	}
+}

@@ -27,8 +27,9 @@ func TestEveryAdmitterMustAdmit(t *testing.T) {
 
 	d := Decide(testJob(batch.JobStatus{}), plan, Children{}, (&verdicts{list: []*Verdict{quota, gang, other}}).combined(), now)
 	running := conditionOf(d.Status, batch.JobConditionRunning)
-	if len(d.CreatePods) != 0 || d.Status.Phase != batch.JobPending || running.Reason != "GangWaiting" || running.Message != gang.Message {
-		t.Fatalf("%d pods, phase %s, Running %+v: want none, Pending, the first waiting admitter's reason", len(d.CreatePods), d.Status.Phase, running)
+	if len(d.CreatePods) != 0 || d.Status.Phase != batch.JobPending || running.Reason != "GangWaiting" ||
+		running.Message != gang.Message+" Replicas waiting: worker-0, worker-1 (since 12:00:00)." {
+		t.Fatalf("%d pods, phase %s, Running %+v: want none, Pending, the first waiting admitter's reason, the replicas named", len(d.CreatePods), d.Status.Phase, running)
 	}
 	if d.RequeueAfter != 10*time.Second {
 		t.Errorf("RequeueAfter %s, want the soonest an admitter asks for", d.RequeueAfter)

@@ -20,10 +20,14 @@ type CachedPod struct {
 	Message    string
 	Ready      bool // the Ready condition is True
 	Containers []CachedContainer
+	// Unscheduled is the PodScheduled condition while it is False: the scheduler's reason
+	// and message, and since when (the job's status says why its replicas wait). nil once
+	// the pod is placed, so that the pods of running and finished jobs pay one pointer.
+	Unscheduled *corev1.PodCondition
 }
 
-// CachedContainer is a container's name and state: whether it waits (and why), runs, or
-// ended (exit code, reason, finishedAt).
+// CachedContainer is a container's name and state: whether it waits (and why: reason and
+// message), runs, or ended (exit code, reason, finishedAt).
 type CachedContainer struct {
 	Name  string
 	State corev1.ContainerState
@@ -36,6 +40,7 @@ func cachePod(o *corev1.Pod) *CachedPod {
 		Reason: o.Status.Reason, Message: o.Status.Message, Ready: podReady(o)}
 	p.ManagedFields, p.Annotations, p.Labels = nil, nil, internKeys(o.Labels)
 	p.Phase, p.Reason = corev1.PodPhase(intern(string(p.Phase))), intern(p.Reason)
+	p.Unscheduled = unscheduled(o)
 	if mode, ok := o.Annotations[batch.AnnotationRunMode]; ok {
 		p.Annotations = map[string]string{batch.AnnotationRunMode: mode}
 	}
@@ -49,11 +54,25 @@ func cachePod(o *corev1.Pod) *CachedPod {
 		case cs.State.Running != nil:
 			state.Running = &corev1.ContainerStateRunning{}
 		case cs.State.Waiting != nil:
-			state.Waiting = &corev1.ContainerStateWaiting{Reason: intern(cs.State.Waiting.Reason)}
+			w := cs.State.Waiting
+			state.Waiting = &corev1.ContainerStateWaiting{Reason: intern(w.Reason), Message: intern(w.Message)}
 		}
 		p.Containers[i] = CachedContainer{Name: intern(cs.Name), State: state}
 	}
 	return p
+}
+
+// unscheduled is a pod's PodScheduled condition while it is False, with what explains it:
+// its reason and message (shared: the pods of a burst hear the same from the scheduler) and
+// lastTransitionTime.
+func unscheduled(o *corev1.Pod) *corev1.PodCondition {
+	for _, c := range o.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+				Reason: intern(c.Reason), Message: intern(c.Message), LastTransitionTime: c.LastTransitionTime}
+		}
+	}
+	return nil
 }
 
 // Pod is the cached pod as a corev1.Pod, sharing its metadata and container states: read
@@ -63,6 +82,9 @@ func (p *CachedPod) Pod() *corev1.Pod {
 		Status: corev1.PodStatus{Phase: p.Phase, Reason: p.Reason, Message: p.Message}}
 	if p.Ready {
 		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	}
+	if p.Unscheduled != nil {
+		pod.Status.Conditions = append(pod.Status.Conditions, *p.Unscheduled)
 	}
 	pod.Status.ContainerStatuses = make([]corev1.ContainerStatus, len(p.Containers))
 	for i, c := range p.Containers {

@@ -117,4 +117,5 @@ func (c *Controller) forget(key string) {
 	}
 	c.written.Delete(key)
 	c.held.Delete(key)
+	c.announced.Delete(key)
 }

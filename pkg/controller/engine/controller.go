@@ -57,6 +57,9 @@ type Controller struct {
 	// endSeen holds, per pod UID, when the pod was first seen ended: restart backoffs count
 	// from there (a container's finishedAt has one-second resolution).
 	endSeen sync.Map // types.UID -> time.Time
+	// announced holds, per job key, the reasons its waiting replicas were announced for
+	// (waitevents.go), while they wait.
+	announced sync.Map // key -> []string
 
 	now func() time.Time
 }
@@ -242,6 +245,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if err := c.decided(ctx, job, verdicts, d, children, wasWaiting); err != nil {
 		return 0, err
 	}
+	c.announceWaits(key, job, d.Waits)
 	if Finished(d.Status) {
 		// A finished job restarts nothing: when its pods ended no longer matters, and
 		// remembering it for pods kept by the clean-up policy would cost memory for good.

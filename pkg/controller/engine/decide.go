@@ -32,6 +32,9 @@ type Decision struct {
 	Outcome *Outcome
 	// Waiting says which replicas wait for others to be ready before they are created.
 	Waiting string
+	// Waits say which replicas' pods wait, and why (waiting.go): the Running condition says
+	// them, and each new reason is announced once.
+	Waits []ReplicaWait
 	// KindStatus is the kind's own part of the status (Plan.KindStatus), written with it.
 	KindStatus KindStatus
 	// DebugHint is the plan's DebugHint when this decision's status is the first to say it
@@ -150,9 +153,14 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	}
 	var unadmitted *Verdict
 	if x.unadmitted {
-		unadmitted = admission
+		v := *admission
+		v.Message += admissionWait(job.GetName(), all, conditionOf(old, batch.JobConditionRunning), now)
+		unadmitted = &v
 	}
-	setPhaseAndConditions(d.Status, old, d.Outcome, x.paused && !x.unadmitted, unadmitted, resumed, failedNames, pods, d.Waiting, hint, now)
+	if !x.finished && !x.paused {
+		d.Waits = waitsOf(job.GetName(), all)
+	}
+	setPhaseAndConditions(d.Status, old, d.Outcome, x.paused && !x.unadmitted, unadmitted, resumed, failedNames, pods, d.Waiting, d.Waits, hint, now)
 	if hint != "" {
 		running := conditionOf(d.Status, batch.JobConditionRunning)
 		if running.Status == corev1.ConditionTrue && strings.HasSuffix(running.Message, hint) &&

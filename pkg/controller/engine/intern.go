@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +57,10 @@ func internKeys(m map[string]string) map[string]string {
 	return out
 }
 
+// sinceMark is in the messages that say since when replicas wait (waiting.go): each is its
+// job's own, and would only fill the table.
+const sinceMark = "(since "
+
 // internStatus shares the strings of a job's status that come from small sets: conditions'
 // types, statuses, reasons and messages, replicas' phases, containers' names, states and
 // reasons.
@@ -64,7 +69,10 @@ func internStatus(s *batch.JobStatus) {
 	for i := range s.Conditions {
 		c := &s.Conditions[i]
 		c.Type, c.Status = batch.JobConditionType(intern(string(c.Type))), corev1.ConditionStatus(intern(string(c.Status)))
-		c.Reason, c.Message = intern(c.Reason), intern(c.Message)
+		c.Reason = intern(c.Reason)
+		if !strings.Contains(c.Message, sinceMark) {
+			c.Message = intern(c.Message)
+		}
 	}
 	for i := range s.Tasks {
 		t := &s.Tasks[i]

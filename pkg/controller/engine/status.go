@@ -26,7 +26,11 @@ const (
 // A job its admitters have not admitted (unadmitted set: their verdict) is Pending, and its
 // Running condition says what it waits for; so does Initialized until the job has had its
 // replicas.
-func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused bool, unadmitted *Verdict, resumed bool, failed []string, pods []*corev1.Pod, waiting, debugHint string, now time.Time) {
+//
+// Replicas whose pods wait (waits: unschedulable, a container that cannot start) are named in
+// the Running condition, with the reason of the first as its reason, whether the job has
+// yet to run or runs on without them.
+func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused bool, unadmitted *Verdict, resumed bool, failed []string, pods []*corev1.Pod, waiting string, waits []ReplicaWait, debugHint string, now time.Time) {
 	s.Conditions = append([]batch.JobCondition(nil), old.Conditions...)
 	set := func(t batch.JobConditionType, status bool, reason, message string) {
 		setCondition(&s.Conditions, t, status, reason, message, now)
@@ -96,10 +100,13 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused boo
 		default:
 			s.Phase = batch.JobPending
 		}
-		if s.Phase == batch.JobRunning {
+		switch {
+		case len(waits) > 0:
+			set(batch.JobConditionRunning, s.Phase == batch.JobRunning, waits[0].Reason, runningWith(running, total, waits))
+		case s.Phase == batch.JobRunning:
 			set(batch.JobConditionRunning, true, "-", runningMessage(pods, debugHint))
-		} else {
-			set(batch.JobConditionRunning, false, string(s.Phase), fmt.Sprintf("%d of %d replicas are running.", running, total))
+		default:
+			set(batch.JobConditionRunning, false, string(s.Phase), runningWith(running, total, nil))
 		}
 		set(batch.JobCompleted, false, "-", "The job has not finished.")
 		set(batch.JobConditionFailed, false, "-", "The job has not failed.")

@@ -12,9 +12,10 @@ import (
 //
 //   - every kind: the metadata, less managedFields;
 //   - Pod: a CachedPod, of its annotations only batch.AnnotationRunMode; spec.nodeName;
-//     status phase, reason, message, the Ready condition's status, and each container's
-//     name and state: whether it waits (and why), runs, or ended (exit code, reason,
-//     finishedAt);
+//     status phase, reason, message, the Ready condition's status, the PodScheduled
+//     condition while it is False (reason, message, lastTransitionTime: why the pod waits),
+//     and each container's name and state: whether it waits (reason and message), runs, or
+//     ended (exit code, reason, finishedAt);
 //   - Secret: its data (a job's SSH keys are kept from it when the Secret is built again);
 //   - Deployment: status.readyReplicas (TensorBoard's readiness);
 //   - Service, ConfigMap: nothing more (their content is compared by the hash annotation).

@@ -118,6 +118,9 @@ func TestTrimmedChildrenDecideAlike(t *testing.T) {
 		{"a pod waiting for its image", restartOnFailure,
 			statusWith(batch.JobPending, replicaStatus("job-worker-0", "w0", batch.ReplicaPending, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
 			[]*corev1.Pod{full(waiting("job-worker-0", "w0", "ImagePullBackOff")), full(ready(pod("job-worker-1", "w1", corev1.PodRunning, 0)))}, nil},
+		{"a pod the scheduler cannot place, one that waits for its image", restartOnFailure,
+			statusWith(batch.JobPending, replicaStatus("job-worker-0", "w0", batch.ReplicaPending, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaPending, 0)),
+			[]*corev1.Pod{unplaced(full(waiting("job-worker-0", "w0", "ContainerCreating"))), full(waiting("job-worker-1", "w1", "ImagePullBackOff"))}, nil},
 		{"success and clean-up", restartOnFailure,
 			statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
 			[]*corev1.Pod{succeeded, full(pod("job-worker-1", "w1", corev1.PodSucceeded, 0))}, []metav1.Object{service}},
@@ -139,6 +142,19 @@ func TestTrimmedChildrenDecideAlike(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unplaced makes a full pod one the scheduler could not place: its PodScheduled condition
+// False, with the scheduler's reason and message, and the rest of what the scheduler writes.
+func unplaced(p *corev1.Pod) *corev1.Pod {
+	p.Spec.NodeName = ""
+	for i := range p.Status.Conditions {
+		if c := &p.Status.Conditions[i]; c.Type == corev1.PodScheduled {
+			c.Status, c.Reason, c.Message = corev1.ConditionFalse, corev1.PodReasonUnschedulable, noCPU
+			c.LastProbeTime, c.LastTransitionTime = metav1.NewTime(now), metav1.NewTime(now.Add(-time.Minute))
+		}
+	}
+	return p
 }
 
 // readyReplicas is a stand-in kind status that reads a Deployment's readiness.

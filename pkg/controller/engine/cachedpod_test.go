@@ -1,0 +1,67 @@
+package engine
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+	"unsafe"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+// keptPod is a pod as the benchmark keeps thousands of them: a finished replica with the
+// project's labels, as decoding gives it (every string its own copy).
+func keptPod(i int) *corev1.Pod {
+	name := fmt.Sprintf("job-%d-worker-0", i)
+	p := full(pod(decoded(name), types.UID(fmt.Sprintf("uid-%d", i)), corev1.PodSucceeded, 0))
+	p.Labels = map[string]string{decoded(batch.LabelJobName): decoded(fmt.Sprintf("job-%d", i)),
+		decoded(batch.LabelReplicaType): decoded("worker"), decoded(batch.LabelReplicaIndex): decoded("0"),
+		decoded(batch.LabelControllerUID): decoded(fmt.Sprintf("job-uid-%d", i))}
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch.tensorstack.dev/v1beta1", Kind: "GenericJob", Name: "job", UID: "job-uid", Controller: new(bool)}}
+	return p
+}
+
+// heapPerPod is the live heap, in bytes, that the cache holds per trimmed pod: the pods are
+// decoded and trimmed, and only what the trimmed copies hold stays.
+func heapPerPod(newPod func(int) *corev1.Pod) uint64 {
+	const n = 2000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	kept := make([]any, n)
+	for i := range kept {
+		kept[i], _ = TrimChild(newPod(i))
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(kept)
+	return (after.HeapAlloc - before.HeapAlloc) / n
+}
+
+// The size of a cached pod is the controller's memory: logged here, and bounded so that a
+// field added to CachedPod for every pod is a decision, not an accident.
+func TestCachedPodSize(t *testing.T) {
+	kept := heapPerPod(keptPod)
+	t.Logf("CachedPod: %d bytes of struct; a kept, finished pod: %d bytes in the cache", unsafe.Sizeof(CachedPod{}), kept)
+	if kept > 1050 {
+		t.Errorf("a kept pod costs %d bytes in the cache, more than 1050", kept)
+	}
+	waits := heapPerPod(func(i int) *corev1.Pod {
+		p := unschedulable(keptPod(i), "0/4 nodes are available: 4 Insufficient cpu.")
+		p.Status.Phase, p.Status.ContainerStatuses = corev1.PodPending, nil
+		return p
+	})
+	t.Logf("an unschedulable pod: %d bytes in the cache", waits)
+}
+
+// unschedulable is a pod the scheduler could not place, for the reason given.
+func unschedulable(p *corev1.Pod, message string) *corev1.Pod {
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: decoded(corev1.PodReasonUnschedulable), Message: decoded(message), LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}}
+	return p
+}

@@ -322,3 +322,60 @@ func TestUnschedulableGangSaysWhyOnce(t *testing.T) {
 		t.Errorf("the event again on a later sync: %q", events)
 	}
 }
+
+// A worker of a running gang that fails is restarted in a new pod that joins the same
+// PodGroup: kube-scheduler counts the members that still run toward the gang's quorum, so it
+// is placed at once (docs/gang.md, "A restarted replica").
+func TestRestartedReplicaJoinsItsGang(t *testing.T) {
+	s := newGangTest(t, testJob(gangAnnotation, nil), true, Config{})
+	s.step(t)
+	s.runAll(t)
+	s.step(t)
+	p, err := s.kube.CoreV1().Pods("ns").Get(context.Background(), "job-worker-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "main",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, FinishedAt: metav1.NewTime(now)}}}}}
+	if _, err := s.kube.CoreV1().Pods("ns").UpdateStatus(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.refresh(t)
+	s.clock.Step(time.Minute) // past the restart backoff
+	for range 3 {
+		s.step(t)
+	}
+	p, err = s.kube.CoreV1().Pods("ns").Get(context.Background(), "job-worker-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the worker was not restarted: %v", err)
+	}
+	if p.Status.Phase == corev1.PodFailed || s.job(t).Status.Tasks[0].Replicas[1].RestartCount != 1 {
+		t.Fatalf("job-worker-1 is still the failed pod, or was not counted as restarted: %+v", s.job(t).Status.Tasks[0])
+	}
+	if g := p.Spec.SchedulingGroup; g == nil || *g.PodGroupName != "genericjob-job" {
+		t.Errorf("the restarted worker joins %+v, want its gang", g)
+	}
+	if mc := s.podGroup(t).Spec.SchedulingPolicy.Gang.MinCount; mc != 3 {
+		t.Errorf("minCount %d after the restart, want 3 still", mc)
+	}
+}
+
+// A paused job keeps its PodGroup (no pod is left to join it), and its pods join it again
+// when it resumes.
+func TestPausedGangKeepsItsPodGroup(t *testing.T) {
+	s := newGangTest(t, testJob(gangAnnotation, nil), true, Config{})
+	s.step(t)
+	job := s.job(t)
+	job.Spec.RunMode = &batch.RunMode{Pause: &batch.PauseMode{Enabled: true}}
+	if _, err := s.jobs.BatchV1beta1().GenericJobs("ns").Update(context.Background(), job, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.refresh(t)
+	for range 3 {
+		s.step(t)
+	}
+	if n := len(s.pods(t)); n != 0 {
+		t.Fatalf("%d pods while paused", n)
+	}
+	s.podGroup(t)
+}

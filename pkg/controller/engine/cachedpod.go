@@ -55,7 +55,7 @@ func cachePod(o *corev1.Pod) *CachedPod {
 			state.Running = &corev1.ContainerStateRunning{}
 		case cs.State.Waiting != nil:
 			w := cs.State.Waiting
-			state.Waiting = &corev1.ContainerStateWaiting{Reason: intern(w.Reason), Message: intern(w.Message)}
+			state.Waiting = &corev1.ContainerStateWaiting{Reason: intern(w.Reason), Message: internMessage(w.Message)}
 		}
 		p.Containers[i] = CachedContainer{Name: intern(cs.Name), State: state}
 	}
@@ -69,7 +69,7 @@ func unscheduled(o *corev1.Pod) *corev1.PodCondition {
 	for _, c := range o.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
 			return &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
-				Reason: intern(c.Reason), Message: intern(c.Message), LastTransitionTime: c.LastTransitionTime}
+				Reason: intern(c.Reason), Message: internMessage(c.Message), LastTransitionTime: c.LastTransitionTime}
 		}
 	}
 	return nil

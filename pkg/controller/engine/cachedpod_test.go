@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -52,11 +53,36 @@ func TestCachedPodSize(t *testing.T) {
 		t.Errorf("a kept pod costs %d bytes in the cache, more than 1050", kept)
 	}
 	waits := heapPerPod(func(i int) *corev1.Pod {
-		p := unschedulable(keptPod(i), "0/4 nodes are available: 4 Insufficient cpu.")
+		p := unschedulable(keptPod(i), burstMessage)
 		p.Status.Phase, p.Status.ContainerStatuses = corev1.PodPending, nil
 		return p
 	})
 	t.Logf("an unschedulable pod: %d bytes in the cache", waits)
+}
+
+// burstMessage is what the scheduler says of every pod of a burst it cannot place.
+const burstMessage = "0/5 nodes are available: 1 node(s) had untolerated taint(s), 4 Insufficient cpu. preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling."
+
+// The pods of a burst that wait share one copy of the scheduler's message, and a waiting
+// container's message, however long (within messageMaxLen).
+func TestWaitingPodsShareMessages(t *testing.T) {
+	cached := func(i int) *CachedPod {
+		p := unschedulable(keptPod(i), burstMessage)
+		p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+			Reason: decoded("ImagePullBackOff"), Message: decoded(`Back-off pulling image "registry.example.com/team/trainer:v2": ` + strings.Repeat("not found ", 20))}}
+		o, _ := TrimChild(p)
+		return o.(*CachedPod)
+	}
+	a, b := cached(0), cached(1)
+	if a.Unscheduled == nil || a.Unscheduled.Message != burstMessage {
+		t.Fatalf("the cached pod keeps %+v of its PodScheduled condition, want the scheduler's message", a.Unscheduled)
+	}
+	if !sameMemory(a.Unscheduled.Message, b.Unscheduled.Message) {
+		t.Error("two pods keep their own copies of the scheduler's message")
+	}
+	if !sameMemory(a.Containers[0].State.Waiting.Message, b.Containers[0].State.Waiting.Message) {
+		t.Error("two pods keep their own copies of a waiting container's message")
+	}
 }
 
 // unschedulable is a pod the scheduler could not place, for the reason given.

@@ -21,26 +21,48 @@ const internLimit = 4096
 // internMaxLen leaves long strings (a failure's message) as decoded.
 const internMaxLen = 128
 
-var interned struct {
+// Messages that the scheduler and the kubelet write on pods are longer ("0/40 nodes are
+// available: 40 Insufficient cpu. preemption: ...") yet the same on every pod of a burst that
+// waits: a table of their own shares them, bounded too (at most 512 KiB), so that they cannot
+// crowd the short strings out of the first.
+const (
+	messageLimit  = 512
+	messageMaxLen = 1024
+)
+
+// stringTable holds the shared copies, up to limit strings of at most maxLen bytes.
+type stringTable struct {
 	sync.Mutex
-	table map[string]string
+	table         map[string]string
+	limit, maxLen int
 }
 
+var (
+	interned         = &stringTable{limit: internLimit, maxLen: internMaxLen}
+	internedMessages = &stringTable{limit: messageLimit, maxLen: messageMaxLen}
+)
+
 // intern returns the shared copy of s.
-func intern(s string) string {
-	if s == "" || len(s) > internMaxLen {
+func intern(s string) string { return interned.share(s) }
+
+// internMessage returns the shared copy of a message the scheduler or the kubelet wrote on a
+// pod.
+func internMessage(s string) string { return internedMessages.share(s) }
+
+func (t *stringTable) share(s string) string {
+	if s == "" || len(s) > t.maxLen {
 		return s
 	}
-	interned.Lock()
-	defer interned.Unlock()
-	if shared, ok := interned.table[s]; ok {
+	t.Lock()
+	defer t.Unlock()
+	if shared, ok := t.table[s]; ok {
 		return shared
 	}
-	if interned.table == nil {
-		interned.table = map[string]string{}
+	if t.table == nil {
+		t.table = map[string]string{}
 	}
-	if len(interned.table) < internLimit {
-		interned.table[s] = s
+	if len(t.table) < t.limit {
+		t.table[s] = s
 	}
 	return s
 }

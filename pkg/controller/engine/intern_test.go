@@ -62,10 +62,15 @@ func TestInternTableIsBounded(t *testing.T) {
 	for i := range internLimit + 100 {
 		intern(decoded(strings.Repeat("y", i%internMaxLen) + string(rune('a'+i%26)) + string(rune(i))))
 	}
-	interned.Lock()
-	n := len(interned.table)
-	interned.Unlock()
-	if n > internLimit {
-		t.Errorf("intern table holds %d strings, limit %d", n, internLimit)
+	for i := range messageLimit + 100 {
+		internMessage(decoded(strings.Repeat("z", 200+i%800) + string(rune(i))))
+	}
+	for _, table := range []*stringTable{interned, internedMessages} {
+		table.Lock()
+		n := len(table.table)
+		table.Unlock()
+		if n > table.limit {
+			t.Errorf("a table holds %d strings, limit %d", n, table.limit)
+		}
 	}
 }

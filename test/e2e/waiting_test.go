@@ -34,10 +34,11 @@ func waitingSaid(t *testing.T, ns, name string, since time.Time, reason, text st
 		return true
 	}
 	running := conditionOf(waitJob(t, ns, name, "saying why its replicas wait", says), batch.JobConditionRunning)
-	if took := time.Since(since); took > waitSaysWhy {
+	took := time.Since(since)
+	if took > waitSaysWhy {
 		t.Errorf("the job said why its replicas wait %s after they began to, want within %s", took.Round(100*time.Millisecond), waitSaysWhy)
 	}
-	t.Logf("Running %s %s: %s", running.Status, running.Reason, running.Message)
+	t.Logf("after %s, Running %s %s: %s", took.Round(100*time.Millisecond), running.Status, running.Reason, running.Message)
 	return running
 }
 

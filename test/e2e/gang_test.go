@@ -148,11 +148,14 @@ func TestGangGenericJob(t *testing.T) {
 	if why := jobEvent(t, ns, "whole", "GangUnschedulable"); !strings.Contains(why, "whole") {
 		t.Errorf("GangUnschedulable says %q, want the PodGroup named", why)
 	}
-	if running := conditionOf(getJob(t, ns, "whole"), batch.JobConditionRunning); running.Status != corev1.ConditionFalse {
-		t.Errorf("Running %+v while no pod is bound", running)
-	} else {
-		t.Logf("the job waits: %s: %s", running.Reason, running.Message)
-	}
+	// The job's Running condition names the replicas held back and quotes the scheduler.
+	waiting := waitJob(t, ns, "whole", "saying why it waits", func(j *batch.GenericJob) bool {
+		c := conditionOf(j, batch.JobConditionRunning)
+		return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable &&
+			strings.Contains(c.Message, "worker-0") &&
+			(strings.Contains(c.Message, "minCount") || strings.Contains(c.Message, "Insufficient cpu"))
+	})
+	t.Logf("the job waits: %s", conditionOf(waiting, batch.JobConditionRunning).Message)
 	nodes.add()
 	times := waitBound(t, ns, "whole-", 3)
 	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })

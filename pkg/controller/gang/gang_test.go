@@ -10,30 +10,16 @@ import (
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	kubefake "k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
-	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned/fake"
-	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/enginetest"
 )
 
 // gangTest is a controller of one GenericJob of three workers and a launcher that waits for
-// them (as MPIJob's), no informer running: each step syncs once, then the caches take what
-// the fake API holds, as the informers would.
-type gangTest struct {
-	st     *engine.Stepper
-	jobs   *fake.Clientset
-	kube   *kubefake.Clientset
-	events *record.FakeRecorder
-	clock  *clocktesting.FakeClock
-	inf    cache.SharedIndexInformer
-	served bool
-}
+// them (as MPIJob's).
+type gangTest struct{ *enginetest.Admission }
 
 var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
@@ -60,96 +46,32 @@ var gangAnnotation = map[string]string{AnnotationGang: "true"}
 // newGangTest makes the controller; served false is a cluster without the PodGroup API.
 func newGangTest(t *testing.T, job *batch.GenericJob, served bool, config Config) *gangTest {
 	t.Helper()
-	jobs := fake.NewClientset(job)
-	jobFactory := jobinformers.NewSharedInformerFactory(jobs, 0)
-	informer := jobFactory.Batch().V1beta1().GenericJobs()
-	if err := informer.Informer().GetIndexer().Add(job); err != nil {
-		t.Fatal(err)
-	}
-	adapter := engine.NewAdapter[*batch.GenericJob]("GenericJob", informer.Informer(), informer.Lister().GenericJobs, jobs.BatchV1beta1().GenericJobs,
-		func(j *batch.GenericJob) (*engine.Plan, error) {
-			p := &engine.Plan{Groups: []engine.Group{
-				{Type: "worker", Replicas: 3, Restart: batch.RestartOnFailure, Template: template},
-				{Type: "launcher", Replicas: 1, Restart: batch.RestartNever, Template: template, After: []string{"worker"}},
-			}}
-			p.SetRunMode(j.Spec.RunMode, j.Spec.Scheduler)
-			return p, nil
-		})
-	kube := kubefake.NewClientset()
-	s := &gangTest{jobs: jobs, kube: kube, events: record.NewFakeRecorder(100), served: served}
-	s.inf = informer.Informer()
-	children := engine.Informers{Kube: informers.NewSharedInformerFactory(kube, 0)}
-	config.Recorder = s.events
+	s := &gangTest{Admission: enginetest.NewAdmission(t, job, now, func(j *batch.GenericJob) (*engine.Plan, error) {
+		p := &engine.Plan{Groups: []engine.Group{
+			{Type: "worker", Replicas: 3, Restart: batch.RestartOnFailure, Template: template},
+			{Type: "launcher", Replicas: 1, Restart: batch.RestartNever, Template: template, After: []string{"worker"}},
+		}}
+		p.SetRunMode(j.Spec.RunMode, j.Spec.Scheduler)
+		return p, nil
+	})}
+	config.Recorder = s.Events
 	if served {
-		config.Client, config.Informers = kube, children.Kube
+		config.Client, config.Informers = s.Kube, s.Children.Kube
+		s.Shows = append(s.Shows, func(t *testing.T) (engine.ObjectKind, []metav1.Object) {
+			var objs []metav1.Object
+			if pg, err := s.Kube.SchedulingV1beta1().PodGroups("ns").Get(context.Background(), "genericjob-job", metav1.GetOptions{}); err == nil {
+				objs = append(objs, pg)
+			}
+			return PodGroupKind, objs
+		})
 	}
-	c := engine.New(adapter, engine.Clients{Kube: kube}, children, s.events, engine.Options{Admitters: []engine.Admitter{New(config)}})
-	s.clock = clocktesting.NewFakeClock(now)
-	s.st = engine.NewStepper(c, s.clock)
-	t.Cleanup(s.st.Queue().ShutDown)
+	s.Start(t, s.Adapter(), New(config))
 	return s
-}
-
-// step syncs the job (again once a status held for the batch is due) and lets the caches
-// show what the fake API holds.
-func (s *gangTest) step(t *testing.T) {
-	t.Helper()
-	wait, err := s.st.Sync(context.Background(), "ns/job")
-	if err != nil {
-		t.Fatalf("sync: %v", err)
-	}
-	s.refresh(t)
-	if s.st.Held("ns/job") {
-		s.clock.Step(wait)
-		s.step(t)
-	}
-}
-
-func (s *gangTest) refresh(t *testing.T) {
-	t.Helper()
-	if err := s.inf.GetIndexer().Update(s.job(t)); err != nil {
-		t.Fatal(err)
-	}
-	var objs []metav1.Object
-	for _, p := range s.pods(t) {
-		objs = append(objs, &p)
-	}
-	if err := s.st.Show(engine.PodKind, objs); err != nil {
-		t.Fatal(err)
-	}
-	if s.served {
-		objs = nil
-		if pg, err := s.kube.SchedulingV1beta1().PodGroups("ns").Get(context.Background(), "genericjob-job", metav1.GetOptions{}); err == nil {
-			objs = append(objs, pg)
-		}
-		if err := s.st.Show(PodGroupKind, objs); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s.st.Settle("ns/job")
-}
-
-func (s *gangTest) job(t *testing.T) *batch.GenericJob {
-	t.Helper()
-	job, err := s.jobs.BatchV1beta1().GenericJobs("ns").Get(context.Background(), "job", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return job
-}
-
-func (s *gangTest) pods(t *testing.T) []corev1.Pod {
-	t.Helper()
-	pods, err := s.kube.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pods.Items
 }
 
 func (s *gangTest) podGroup(t *testing.T) *schedulingv1beta1.PodGroup {
 	t.Helper()
-	pg, err := s.kube.SchedulingV1beta1().PodGroups("ns").Get(context.Background(), "genericjob-job", metav1.GetOptions{})
+	pg, err := s.Kube.SchedulingV1beta1().PodGroups("ns").Get(context.Background(), "genericjob-job", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the job's PodGroup: %v", err)
 	}
@@ -159,14 +81,14 @@ func (s *gangTest) podGroup(t *testing.T) *schedulingv1beta1.PodGroup {
 // runAll has every pod run and be Ready, as a kubelet would once the gang is bound.
 func (s *gangTest) runAll(t *testing.T) {
 	t.Helper()
-	for _, p := range s.pods(t) {
+	for _, p := range s.Pods(t) {
 		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now)}}}}}
-		if _, err := s.kube.CoreV1().Pods("ns").UpdateStatus(context.Background(), &p, metav1.UpdateOptions{}); err != nil {
+		if _, err := s.Kube.CoreV1().Pods("ns").UpdateStatus(context.Background(), &p, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s.refresh(t)
+	s.Refresh(t)
 }
 
 func drain(r *record.FakeRecorder) string {
@@ -195,7 +117,7 @@ func running(job *batch.GenericJob) batch.JobCondition {
 // for it forever.
 func TestGangJobJoinsItsWorkersToAPodGroup(t *testing.T) {
 	s := newGangTest(t, testJob(gangAnnotation, nil), true, Config{})
-	s.step(t)
+	s.Step(t)
 	pg := s.podGroup(t)
 	if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != 3 {
 		t.Fatalf("gang policy %+v, want minCount 3 (the workers)", pg.Spec.SchedulingPolicy)
@@ -206,7 +128,7 @@ func TestGangJobJoinsItsWorkersToAPodGroup(t *testing.T) {
 	if len(pg.OwnerReferences) != 1 || pg.OwnerReferences[0].UID != "job-uid" {
 		t.Errorf("PodGroup owners %+v, want the job", pg.OwnerReferences)
 	}
-	pods := s.pods(t)
+	pods := s.Pods(t)
 	if len(pods) != 3 {
 		t.Fatalf("%d pods, want the 3 workers (the launcher waits for them)", len(pods))
 	}
@@ -216,8 +138,8 @@ func TestGangJobJoinsItsWorkersToAPodGroup(t *testing.T) {
 		}
 	}
 	s.runAll(t)
-	s.step(t)
-	pods = s.pods(t)
+	s.Step(t)
+	pods = s.Pods(t)
 	if len(pods) != 4 {
 		t.Fatalf("%d pods once the workers are Ready, want the launcher too", len(pods))
 	}
@@ -231,11 +153,11 @@ func TestGangJobJoinsItsWorkersToAPodGroup(t *testing.T) {
 // A job that does not ask has no PodGroup, and its pods join none.
 func TestJobNotAskingHasNoGang(t *testing.T) {
 	s := newGangTest(t, testJob(nil, nil), true, Config{})
-	s.step(t)
-	if pgs, _ := s.kube.SchedulingV1beta1().PodGroups("ns").List(context.Background(), metav1.ListOptions{}); len(pgs.Items) != 0 {
+	s.Step(t)
+	if pgs, _ := s.Kube.SchedulingV1beta1().PodGroups("ns").List(context.Background(), metav1.ListOptions{}); len(pgs.Items) != 0 {
 		t.Errorf("PodGroups %+v, want none", pgs.Items)
 	}
-	for _, p := range s.pods(t) {
+	for _, p := range s.Pods(t) {
 		if p.Spec.SchedulingGroup != nil {
 			t.Errorf("pod %s joins %+v", p.Name, p.Spec.SchedulingGroup)
 		}
@@ -246,19 +168,19 @@ func TestJobNotAskingHasNoGang(t *testing.T) {
 // to turn on: in a condition, and in one event when the wait starts.
 func TestGangJobWithoutTheAPIWaits(t *testing.T) {
 	s := newGangTest(t, testJob(gangAnnotation, nil), false, Config{})
-	s.step(t)
-	if n := len(s.pods(t)); n != 0 {
+	s.Step(t)
+	if n := len(s.Pods(t)); n != 0 {
 		t.Fatalf("%d pods, want none", n)
 	}
-	c := running(s.job(t))
+	c := running(s.Job(t))
 	if c.Reason != reasonNotServed || !strings.Contains(c.Message, "GenericWorkload") {
 		t.Fatalf("Running %+v, want %s naming the feature gate", c, reasonNotServed)
 	}
-	if events := drain(s.events); !strings.Contains(events, "Warning "+reasonNotServed) || !strings.Contains(events, "runtime-config") {
+	if events := drain(s.Events); !strings.Contains(events, "Warning "+reasonNotServed) || !strings.Contains(events, "runtime-config") {
 		t.Errorf("events %q, want a Warning %s naming what to turn on", events, reasonNotServed)
 	}
-	s.step(t)
-	if events := drain(s.events); strings.Contains(events, reasonNotServed) {
+	s.Step(t)
+	if events := drain(s.Events); strings.Contains(events, reasonNotServed) {
 		t.Errorf("the event again on a later sync: %q", events)
 	}
 }
@@ -269,21 +191,21 @@ func TestGangJobWithoutTheAPIWaits(t *testing.T) {
 func TestT9kSchedulerAsksForGang(t *testing.T) {
 	policy := &batch.SchedulePolicy{T9kScheduler: &batch.T9kScheduler{Queue: "team-a", Priority: 50}}
 	s := newGangTest(t, testJob(nil, policy), true, Config{ForT9kScheduler: true})
-	s.step(t)
+	s.Step(t)
 	if s.podGroup(t).Spec.SchedulingPolicy.Gang.MinCount != 3 {
 		t.Fatal("no gang of 3")
 	}
-	for _, p := range s.pods(t) {
+	for _, p := range s.Pods(t) {
 		if p.Spec.SchedulerName != "" || p.Spec.SchedulingGroup == nil {
 			t.Errorf("pod %s: scheduler %q, group %+v; want the default scheduler, in the gang", p.Name, p.Spec.SchedulerName, p.Spec.SchedulingGroup)
 		}
 	}
-	events := drain(s.events)
+	events := drain(s.Events)
 	if !strings.Contains(events, "Warning "+reasonIgnored) || !strings.Contains(events, `"team-a"`) {
 		t.Errorf("events %q, want %s naming the queue", events, reasonIgnored)
 	}
-	s.step(t)
-	if events := drain(s.events); strings.Contains(events, reasonIgnored) {
+	s.Step(t)
+	if events := drain(s.Events); strings.Contains(events, reasonIgnored) {
 		t.Errorf("the event again on a later sync: %q", events)
 	}
 }
@@ -293,10 +215,10 @@ func TestT9kSchedulerAsksForGang(t *testing.T) {
 func TestGangAndT9kSchedulerConflict(t *testing.T) {
 	policy := &batch.SchedulePolicy{T9kScheduler: &batch.T9kScheduler{Queue: "team-a"}}
 	s := newGangTest(t, testJob(gangAnnotation, policy), true, Config{})
-	s.step(t)
-	job := s.job(t)
-	if job.Status.Phase != batch.JobFailed || len(s.pods(t)) != 0 {
-		t.Fatalf("phase %q with %d pods, want Failed with none", job.Status.Phase, len(s.pods(t)))
+	s.Step(t)
+	job := s.Job(t)
+	if job.Status.Phase != batch.JobFailed || len(s.Pods(t)) != 0 {
+		t.Fatalf("phase %q with %d pods, want Failed with none", job.Status.Phase, len(s.Pods(t)))
 	}
 }
 
@@ -304,21 +226,21 @@ func TestGangAndT9kSchedulerConflict(t *testing.T) {
 // reason, not per sync.
 func TestUnschedulableGangSaysWhyOnce(t *testing.T) {
 	s := newGangTest(t, testJob(gangAnnotation, nil), true, Config{})
-	s.step(t)
-	drain(s.events)
+	s.Step(t)
+	drain(s.Events)
 	pg := s.podGroup(t)
 	pg.Status.Conditions = []metav1.Condition{{Type: schedulingv1beta1.PodGroupInitiallyScheduled, Status: metav1.ConditionFalse,
 		Reason: schedulingv1beta1.PodGroupReasonUnschedulable, Message: "0/2 nodes are available: 2 Insufficient cpu.", LastTransitionTime: metav1.NewTime(now)}}
-	if _, err := s.kube.SchedulingV1beta1().PodGroups("ns").UpdateStatus(context.Background(), pg, metav1.UpdateOptions{}); err != nil {
+	if _, err := s.Kube.SchedulingV1beta1().PodGroups("ns").UpdateStatus(context.Background(), pg, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s.refresh(t)
-	s.step(t)
-	if events := drain(s.events); !strings.Contains(events, "Warning "+reasonUnschedulable) || !strings.Contains(events, "Insufficient cpu") {
+	s.Refresh(t)
+	s.Step(t)
+	if events := drain(s.Events); !strings.Contains(events, "Warning "+reasonUnschedulable) || !strings.Contains(events, "Insufficient cpu") {
 		t.Errorf("events %q, want %s quoting the scheduler", events, reasonUnschedulable)
 	}
-	s.step(t)
-	if events := drain(s.events); strings.Contains(events, reasonUnschedulable) {
+	s.Step(t)
+	if events := drain(s.Events); strings.Contains(events, reasonUnschedulable) {
 		t.Errorf("the event again on a later sync: %q", events)
 	}
 }
@@ -328,29 +250,29 @@ func TestUnschedulableGangSaysWhyOnce(t *testing.T) {
 // is placed at once (docs/gang.md, "A restarted replica").
 func TestRestartedReplicaJoinsItsGang(t *testing.T) {
 	s := newGangTest(t, testJob(gangAnnotation, nil), true, Config{})
-	s.step(t)
+	s.Step(t)
 	s.runAll(t)
-	s.step(t)
-	p, err := s.kube.CoreV1().Pods("ns").Get(context.Background(), "job-worker-1", metav1.GetOptions{})
+	s.Step(t)
+	p, err := s.Kube.CoreV1().Pods("ns").Get(context.Background(), "job-worker-1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "main",
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, FinishedAt: metav1.NewTime(now)}}}}}
-	if _, err := s.kube.CoreV1().Pods("ns").UpdateStatus(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+	if _, err := s.Kube.CoreV1().Pods("ns").UpdateStatus(context.Background(), p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s.refresh(t)
-	s.clock.Step(time.Minute) // past the restart backoff
+	s.Refresh(t)
+	s.Clock.Step(time.Minute) // past the restart backoff
 	for range 3 {
-		s.step(t)
+		s.Step(t)
 	}
-	p, err = s.kube.CoreV1().Pods("ns").Get(context.Background(), "job-worker-1", metav1.GetOptions{})
+	p, err = s.Kube.CoreV1().Pods("ns").Get(context.Background(), "job-worker-1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the worker was not restarted: %v", err)
 	}
-	if p.Status.Phase == corev1.PodFailed || s.job(t).Status.Tasks[0].Replicas[1].RestartCount != 1 {
-		t.Fatalf("job-worker-1 is still the failed pod, or was not counted as restarted: %+v", s.job(t).Status.Tasks[0])
+	if p.Status.Phase == corev1.PodFailed || s.Job(t).Status.Tasks[0].Replicas[1].RestartCount != 1 {
+		t.Fatalf("job-worker-1 is still the failed pod, or was not counted as restarted: %+v", s.Job(t).Status.Tasks[0])
 	}
 	if g := p.Spec.SchedulingGroup; g == nil || *g.PodGroupName != "genericjob-job" {
 		t.Errorf("the restarted worker joins %+v, want its gang", g)
@@ -364,17 +286,17 @@ func TestRestartedReplicaJoinsItsGang(t *testing.T) {
 // when it resumes.
 func TestPausedGangKeepsItsPodGroup(t *testing.T) {
 	s := newGangTest(t, testJob(gangAnnotation, nil), true, Config{})
-	s.step(t)
-	job := s.job(t)
+	s.Step(t)
+	job := s.Job(t)
 	job.Spec.RunMode = &batch.RunMode{Pause: &batch.PauseMode{Enabled: true}}
-	if _, err := s.jobs.BatchV1beta1().GenericJobs("ns").Update(context.Background(), job, metav1.UpdateOptions{}); err != nil {
+	if _, err := s.Jobs.BatchV1beta1().GenericJobs("ns").Update(context.Background(), job, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s.refresh(t)
+	s.Refresh(t)
 	for range 3 {
-		s.step(t)
+		s.Step(t)
 	}
-	if n := len(s.pods(t)); n != 0 {
+	if n := len(s.Pods(t)); n != 0 {
 		t.Fatalf("%d pods while paused", n)
 	}
 	s.podGroup(t)

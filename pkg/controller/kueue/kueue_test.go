@@ -13,36 +13,26 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
-	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned/fake"
-	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
 	kueuefake "github.com/t9k-jobs/t9k-jobs/pkg/client/kueue/clientset/versioned/fake"
 	kueueinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/kueue/informers/externalversions"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/enginetest"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
 )
 
 // queueTest is a controller of one GenericJob of two replica types (2 workers, 1 ps) with a
-// fake Kueue, no informer running: each step syncs once, then the test's caches take what
-// the fake API holds, as the informers would.
+// fake Kueue.
 type queueTest struct {
-	st       *engine.Stepper
+	*enginetest.Admission
 	admitter *Admitter
 	// adapter is the job's adapter, whose plan a test may change.
 	adapter *planOverride
-	jobs    *fake.Clientset
-	kube    *kubefake.Clientset
 	kueue   *kueuefake.Clientset
-	events  *record.FakeRecorder
-	clock   *clocktesting.FakeClock
-	jobKey  string
 	// cluster is the informer factory of the cluster-wide Kueue objects (flavors, classes).
 	cluster kueueinformers.SharedInformerFactory
 }
@@ -59,25 +49,16 @@ func cpuTemplate(int32) corev1.PodTemplateSpec {
 // and WorkloadPriorityClasses.
 func newQueueTest(t *testing.T, job *batch.GenericJob, withKueue bool, config Config, clusterObjs ...metav1.Object) *queueTest {
 	t.Helper()
-	jobs := fake.NewClientset(job)
-	jobFactory := jobinformers.NewSharedInformerFactory(jobs, 0)
-	informer := jobFactory.Batch().V1beta1().GenericJobs()
-	if err := informer.Informer().GetIndexer().Add(job); err != nil {
-		t.Fatal(err)
-	}
-	adapter := &planOverride{Adapter: engine.NewAdapter[*batch.GenericJob]("GenericJob", informer.Informer(), informer.Lister().GenericJobs, jobs.BatchV1beta1().GenericJobs,
-		func(j *batch.GenericJob) (*engine.Plan, error) {
-			p := &engine.Plan{Groups: []engine.Group{
-				{Type: "worker", Replicas: 2, Restart: batch.RestartOnFailure, Template: cpuTemplate},
-				{Type: "ps", Replicas: 1, Restart: batch.RestartNever, Template: cpuTemplate},
-			}, Judge: allSucceed}
-			p.SetRunMode(j.Spec.RunMode, j.Spec.Scheduler)
-			return p, nil
-		})}
-	kube := kubefake.NewClientset()
-	s := &queueTest{adapter: adapter, jobs: jobs, kube: kube, events: record.NewFakeRecorder(100), jobKey: "ns/job"}
-	clients, children := engine.Clients{Kube: kube}, engine.Informers{Kube: informers.NewSharedInformerFactory(kube, 0)}
-	config.Recorder = s.events
+	s := &queueTest{Admission: enginetest.NewAdmission(t, job, now, func(j *batch.GenericJob) (*engine.Plan, error) {
+		p := &engine.Plan{Groups: []engine.Group{
+			{Type: "worker", Replicas: 2, Restart: batch.RestartOnFailure, Template: cpuTemplate},
+			{Type: "ps", Replicas: 1, Restart: batch.RestartNever, Template: cpuTemplate},
+		}, Judge: allSucceed}
+		p.SetRunMode(j.Spec.RunMode, j.Spec.Scheduler)
+		return p, nil
+	})}
+	s.adapter = &planOverride{Adapter: s.Adapter()}
+	config.Recorder = s.Events
 	if withKueue {
 		s.kueue = kueuefake.NewSimpleClientset()
 		config.Client = s.kueue
@@ -96,88 +77,19 @@ func newQueueTest(t *testing.T, job *batch.GenericJob, withKueue bool, config Co
 				t.Fatal(err)
 			}
 		}
+		s.Shows = append(s.Shows, func(*testing.T) (engine.ObjectKind, []metav1.Object) {
+			wls, _ := s.kueue.KueueV1beta2().Workloads("ns").List(context.Background(), metav1.ListOptions{})
+			var objs []metav1.Object
+			for i := range wls.Items {
+				trimmed, _ := TrimWorkload(&wls.Items[i]) // as the controller's cache keeps it
+				objs = append(objs, trimmed.(metav1.Object))
+			}
+			return WorkloadKind, objs
+		})
 	}
 	s.admitter = New(config)
-	c := engine.New(adapter, clients, children, s.events, engine.Options{Admitters: []engine.Admitter{s.admitter}})
-	s.clock = clocktesting.NewFakeClock(now)
-	s.st = engine.NewStepper(c, s.clock)
-	t.Cleanup(s.st.Queue().ShutDown)
+	s.Start(t, s.adapter, s.admitter)
 	return s
-}
-
-// step syncs the job, and again once a status held for the batch is due, and lets the
-// caches show what the fake API holds.
-func (s *queueTest) step(t *testing.T) {
-	t.Helper()
-	s.sync(t)
-	s.refresh(t)
-}
-
-func (s *queueTest) sync(t *testing.T) time.Duration {
-	t.Helper()
-	wait, err := s.st.Sync(context.Background(), s.jobKey)
-	if err != nil {
-		t.Fatalf("sync: %v", err)
-	}
-	if s.st.Held(s.jobKey) {
-		s.clock.Step(wait)
-		s.refresh(t)
-		return s.sync(t)
-	}
-	return wait
-}
-
-func (s *queueTest) refresh(t *testing.T) {
-	t.Helper()
-	job, err := s.jobs.BatchV1beta1().GenericJobs("ns").Get(context.Background(), "job", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.adapter.Informer().GetIndexer().Update(job); err != nil {
-		t.Fatal(err)
-	}
-	pods, _ := s.kube.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{})
-	var objs []metav1.Object
-	for i := range pods.Items {
-		objs = append(objs, &pods.Items[i])
-	}
-	s.show(t, engine.PodKind, objs)
-	if s.kueue != nil {
-		wls, _ := s.kueue.KueueV1beta2().Workloads("ns").List(context.Background(), metav1.ListOptions{})
-		objs = nil
-		for i := range wls.Items {
-			trimmed, _ := TrimWorkload(&wls.Items[i]) // as the controller's cache keeps it
-			objs = append(objs, trimmed.(metav1.Object))
-		}
-		s.show(t, WorkloadKind, objs)
-	}
-	s.st.Settle(s.jobKey)
-}
-
-// show replaces a kind's cache with objs.
-func (s *queueTest) show(t *testing.T, kind engine.ObjectKind, objs []metav1.Object) {
-	t.Helper()
-	if err := s.st.Show(kind, objs); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (s *queueTest) job(t *testing.T) *batch.GenericJob {
-	t.Helper()
-	job, err := s.jobs.BatchV1beta1().GenericJobs("ns").Get(context.Background(), "job", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return job
-}
-
-func (s *queueTest) pods(t *testing.T) []corev1.Pod {
-	t.Helper()
-	pods, err := s.kube.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pods.Items
 }
 
 func (s *queueTest) workload(t *testing.T) *kueue.Workload {
@@ -197,7 +109,7 @@ func (s *queueTest) kueueDecides(t *testing.T, change func(*kueue.Workload)) {
 	if _, err := s.kueue.KueueV1beta2().Workloads("ns").UpdateStatus(context.Background(), wl, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s.refresh(t)
+	s.Refresh(t)
 }
 
 func admit(wl *kueue.Workload) {
@@ -214,9 +126,9 @@ func admit(wl *kueue.Workload) {
 func admittedJob(t *testing.T) *queueTest {
 	t.Helper()
 	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Config{}, flavors...)
-	s.step(t)
+	s.Step(t)
 	s.kueueDecides(t, admit)
-	s.step(t)
+	s.Step(t)
 	return s
 }
 
@@ -238,8 +150,8 @@ var flavors = []metav1.Object{
 // Kueue admits it; then all its pods at once, on the nodes of the flavors assigned.
 func TestQueuedJobWaitsForAdmission(t *testing.T) {
 	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Config{}, flavors...)
-	s.step(t)
-	if pods := s.pods(t); len(pods) != 0 {
+	s.Step(t)
+	if pods := s.Pods(t); len(pods) != 0 {
 		t.Fatalf("a queued job created %d pods before its admission", len(pods))
 	}
 	wl := s.workload(t)
@@ -258,24 +170,24 @@ func TestQueuedJobWaitsForAdmission(t *testing.T) {
 		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionFalse, Reason: "Pending",
 			Message: "couldn't assign flavors to pod set worker: insufficient unused quota for cpu in flavor gpu-nodes, 2 more needed"})
 	})
-	s.step(t)
-	job := s.job(t)
+	s.Step(t)
+	job := s.Job(t)
 	running := conditionOf(&job.Status, batch.JobConditionRunning)
 	if job.Status.Phase != batch.JobPending || running.Reason != "Queued" ||
 		!strings.Contains(running.Message, `LocalQueue "team-a"`) || !strings.Contains(running.Message, "insufficient unused quota") {
 		t.Fatalf("queued job: phase %s, Running %+v: want Pending, Queued, naming the queue and Kueue's reason", job.Status.Phase, running)
 	}
-	if len(s.pods(t)) != 0 {
+	if len(s.Pods(t)) != 0 {
 		t.Fatal("pods were created for a job Kueue has not admitted")
 	}
 
 	s.kueueDecides(t, admit)
-	s.step(t)
-	pods := s.pods(t)
+	s.Step(t)
+	pods := s.Pods(t)
 	if len(pods) != 3 {
 		t.Fatalf("%d pods once admitted, want all 3", len(pods))
 	}
-	if events := drain(s.events); !strings.Contains(events, "Normal Admitted Kueue admitted the job to ClusterQueue cq") {
+	if events := drain(s.Events); !strings.Contains(events, "Normal Admitted Kueue admitted the job to ClusterQueue cq") {
 		t.Errorf("no Admitted event naming the ClusterQueue; events:\n%s", events)
 	}
 	for _, p := range pods {
@@ -298,14 +210,14 @@ func TestQueuedJobWaitsForAdmission(t *testing.T) {
 // runAll makes every pod of the job run, as the kubelet would report it.
 func (s *queueTest) runAll(t *testing.T) {
 	t.Helper()
-	for _, p := range s.pods(t) {
+	for _, p := range s.Pods(t) {
 		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
-		if _, err := s.kube.CoreV1().Pods("ns").UpdateStatus(context.Background(), &p, metav1.UpdateOptions{}); err != nil {
+		if _, err := s.Kube.CoreV1().Pods("ns").UpdateStatus(context.Background(), &p, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s.refresh(t)
+	s.Refresh(t)
 }
 
 // An admitted job tells Kueue when every pod runs (PodsReady). Evicted, its pods go and the
@@ -313,8 +225,8 @@ func (s *queueTest) runAll(t *testing.T) {
 func TestEvictedJobStopsAndRequeues(t *testing.T) {
 	s := admittedJob(t)
 	s.runAll(t)
-	s.step(t)
-	if job := s.job(t); job.Status.Phase != batch.JobRunning {
+	s.Step(t)
+	if job := s.Job(t); job.Status.Phase != batch.JobRunning {
 		t.Fatalf("phase %s with every pod running, want Running", job.Status.Phase)
 	}
 	if c := meta.FindStatusCondition(s.workload(t).Status.Conditions, kueue.WorkloadPodsReady); c == nil || c.Status != metav1.ConditionTrue {
@@ -326,28 +238,28 @@ func TestEvictedJobStopsAndRequeues(t *testing.T) {
 		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "Preempted",
 			Message: "Preempted to accommodate a workload (UID: x) due to prioritization in the ClusterQueue"})
 	})
-	s.step(t)
-	job := s.job(t)
+	s.Step(t)
+	job := s.Job(t)
 	running := conditionOf(&job.Status, batch.JobConditionRunning)
 	if job.Status.Phase != batch.JobPending || running.Reason != "Preempted" || !strings.Contains(running.Message, "prioritization") {
 		t.Fatalf("evicted job: phase %s, Running %+v: want Pending, Preempted, with Kueue's message", job.Status.Phase, running)
 	}
-	if len(s.pods(t)) != 0 {
-		t.Fatalf("%d pods left after the eviction", len(s.pods(t)))
+	if len(s.Pods(t)) != 0 {
+		t.Fatalf("%d pods left after the eviction", len(s.Pods(t)))
 	}
 	for _, task := range job.Status.Tasks {
 		if task.RestartCount != 0 {
 			t.Errorf("type %s counts %d restarts after an eviction, want 0", task.Type, task.RestartCount)
 		}
 	}
-	if !strings.Contains(drain(s.events), "Warning Preempted") {
+	if !strings.Contains(drain(s.Events), "Warning Preempted") {
 		t.Error("no Preempted event")
 	}
 	if n := testutil.ToFloat64(metrics.QueueEvictions.WithLabelValues("GenericJob", "Preempted")); n != evictionsBefore+1 {
 		t.Errorf("t9k_job_queue_evictions_total{reason=Preempted} moved by %v, want 1", n-evictionsBefore)
 	}
 
-	s.step(t) // the pods are gone: the admission goes back
+	s.Step(t) // the pods are gone: the admission goes back
 	wl := s.workload(t)
 	if wl.Status.Admission != nil || meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) ||
 		meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted) || !meta.IsStatusConditionTrue(wl.Status.Conditions, "Requeued") {
@@ -358,8 +270,8 @@ func TestEvictedJobStopsAndRequeues(t *testing.T) {
 	}
 
 	s.kueueDecides(t, admit)
-	s.step(t)
-	if n := len(s.pods(t)); n != 3 {
+	s.Step(t)
+	if n := len(s.Pods(t)); n != 3 {
 		t.Fatalf("%d pods after the job was admitted again, want 3", n)
 	}
 }
@@ -383,8 +295,8 @@ func TestPreemptedJobNamesThePreemptor(t *testing.T) {
 		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "Preempted",
 			Message: "Preempted to accommodate a workload (UID: high-wl-uid, JobUID: high-uid) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq"})
 	})
-	s.step(t)
-	running := conditionOf(&s.job(t).Status, batch.JobConditionRunning)
+	s.Step(t)
+	running := conditionOf(&s.Job(t).Status, batch.JobConditionRunning)
 	for _, want := range []string{"JobUID: high-uid", "MPIJob ns/high took its place."} {
 		if running.Reason != reasonPreempted || !strings.Contains(running.Message, want) {
 			t.Errorf("Running %+v: want Preempted, saying %q", running, want)
@@ -395,16 +307,16 @@ func TestPreemptedJobNamesThePreemptor(t *testing.T) {
 // A job that ends marks its Workload Finished, which releases its quota.
 func TestFinishedJobFinishesItsWorkload(t *testing.T) {
 	s := admittedJob(t)
-	for _, p := range s.pods(t) {
+	for _, p := range s.Pods(t) {
 		p.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{Name: "main",
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, FinishedAt: metav1.NewTime(now)}}}}}
-		if _, err := s.kube.CoreV1().Pods("ns").UpdateStatus(context.Background(), &p, metav1.UpdateOptions{}); err != nil {
+		if _, err := s.Kube.CoreV1().Pods("ns").UpdateStatus(context.Background(), &p, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s.refresh(t)
-	s.step(t)
-	if job := s.job(t); job.Status.Phase != batch.JobSucceeded {
+	s.Refresh(t)
+	s.Step(t)
+	if job := s.Job(t); job.Status.Phase != batch.JobSucceeded {
 		t.Fatalf("phase %s, want Succeeded", job.Status.Phase)
 	}
 	c := meta.FindStatusCondition(s.workload(t).Status.Conditions, kueue.WorkloadFinished)
@@ -416,7 +328,7 @@ func TestFinishedJobFinishesItsWorkload(t *testing.T) {
 // endPod sets a pod's phase to an end, as the kubelet would report it.
 func (s *queueTest) endPod(t *testing.T, name string, phase corev1.PodPhase) {
 	t.Helper()
-	p, err := s.kube.CoreV1().Pods("ns").Get(context.Background(), name, metav1.GetOptions{})
+	p, err := s.Kube.CoreV1().Pods("ns").Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,10 +338,10 @@ func (s *queueTest) endPod(t *testing.T, name string, phase corev1.PodPhase) {
 	}
 	p.Status = corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "main",
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.NewTime(now)}}}}}
-	if _, err := s.kube.CoreV1().Pods("ns").UpdateStatus(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+	if _, err := s.Kube.CoreV1().Pods("ns").UpdateStatus(context.Background(), p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s.refresh(t)
+	s.Refresh(t)
 }
 
 // A job that ends while some of its pods still run (its clean-up policy keeps them: an
@@ -450,11 +362,11 @@ func TestFinishedJobKeepsQuotaWhilePodsRun(t *testing.T) {
 		}}
 	})
 	s.runAll(t)
-	s.step(t)
-	drain(s.events)
+	s.Step(t)
+	drain(s.Events)
 	s.endPod(t, "job-ps-0", corev1.PodSucceeded)
-	s.step(t)
-	if job := s.job(t); job.Status.Phase != batch.JobSucceeded {
+	s.Step(t)
+	if job := s.Job(t); job.Status.Phase != batch.JobSucceeded {
 		t.Fatalf("phase %s, want Succeeded", job.Status.Phase)
 	}
 	finished := func() bool {
@@ -464,26 +376,26 @@ func TestFinishedJobKeepsQuotaWhilePodsRun(t *testing.T) {
 		t.Fatal("the Workload is Finished while 2 workers still run: Kueue would count their quota free")
 	}
 	want := "Normal QuotaKept Kueue keeps the job's quota while 2 of its replicas still run (job-worker-0, job-worker-1)"
-	if events := drain(s.events); !strings.Contains(events, want) {
+	if events := drain(s.Events); !strings.Contains(events, want) {
 		t.Errorf("no event saying the quota is kept; want %q in:\n%s", want, events)
 	}
-	if err := s.kube.CoreV1().Pods("ns").Delete(context.Background(), "job-worker-0", metav1.DeleteOptions{}); err != nil {
+	if err := s.Kube.CoreV1().Pods("ns").Delete(context.Background(), "job-worker-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s.refresh(t)
-	s.step(t)
+	s.Refresh(t)
+	s.Step(t)
 	if finished() {
 		t.Fatal("the Workload is Finished while a worker still runs")
 	}
-	if events := drain(s.events); strings.Contains(events, "QuotaKept") {
+	if events := drain(s.Events); strings.Contains(events, "QuotaKept") {
 		t.Errorf("the QuotaKept event again on a later sync:\n%s", events)
 	}
 	s.endPod(t, "job-worker-1", corev1.PodFailed)
-	s.step(t)
+	s.Step(t)
 	if !finished() {
 		t.Fatalf("the Workload is not Finished once no pod runs: %+v", s.workload(t).Status.Conditions)
 	}
-	if n := len(s.pods(t)); n != 2 {
+	if n := len(s.Pods(t)); n != 2 {
 		t.Errorf("%d pods, want the ps and the worker that ended, kept by the clean-up policy", n)
 	}
 }
@@ -491,16 +403,16 @@ func TestFinishedJobKeepsQuotaWhilePodsRun(t *testing.T) {
 // Without Kueue's API a job that asks for a queue waits, saying so; nothing is created.
 func TestQueuedJobWithoutKueueWaits(t *testing.T) {
 	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), false, Config{})
-	s.step(t)
-	job := s.job(t)
+	s.Step(t)
+	job := s.Job(t)
 	running := conditionOf(&job.Status, batch.JobConditionRunning)
-	if running.Reason != reasonKueueNotInstalled || !strings.Contains(running.Message, "team-a") || len(s.pods(t)) != 0 {
-		t.Fatalf("Running %+v and %d pods: want KueueNotInstalled naming the queue, and no pod", running, len(s.pods(t)))
+	if running.Reason != reasonKueueNotInstalled || !strings.Contains(running.Message, "team-a") || len(s.Pods(t)) != 0 {
+		t.Fatalf("Running %+v and %d pods: want KueueNotInstalled naming the queue, and no pod", running, len(s.Pods(t)))
 	}
-	if !strings.Contains(drain(s.events), "Warning KueueNotInstalled") {
+	if !strings.Contains(drain(s.Events), "Warning KueueNotInstalled") {
 		t.Error("no KueueNotInstalled event")
 	}
-	if s.st.Watches(WorkloadKind) || s.admitter.installed() {
+	if s.St.Watches(WorkloadKind) || s.admitter.installed() {
 		t.Error("Kueue's API is not served, yet the controller watches it")
 	}
 }
@@ -512,14 +424,14 @@ func TestT9kSchedulerAsKueue(t *testing.T) {
 	job := queuedJob(nil)
 	job.Spec.Scheduler = &batch.SchedulePolicy{T9kScheduler: &batch.T9kScheduler{Queue: "default", Priority: 50}}
 	s := newQueueTest(t, job, true, Config{ForT9kScheduler: true}, flavors...)
-	s.step(t)
+	s.Step(t)
 	wl := s.workload(t)
 	if wl.Spec.QueueName != "default" || wl.Spec.Priority == nil || *wl.Spec.Priority != 50 {
 		t.Fatalf("workload queue %q priority %v, want default and 50", wl.Spec.QueueName, wl.Spec.Priority)
 	}
 	s.kueueDecides(t, admit)
-	s.step(t)
-	for _, p := range s.pods(t) {
+	s.Step(t)
+	for _, p := range s.Pods(t) {
 		if p.Spec.SchedulerName != "" || p.Labels[batch.LabelQueue] != "" {
 			t.Errorf("pod %s asks for T9k Scheduler (%q, labels %v) though Kueue queues the job", p.Name, p.Spec.SchedulerName, p.Labels)
 		}
@@ -529,7 +441,7 @@ func TestT9kSchedulerAsKueue(t *testing.T) {
 	job.Spec.Scheduler = &batch.SchedulePolicy{T9kScheduler: &batch.T9kScheduler{Queue: "default", Priority: 50}}
 	s = newQueueTest(t, job, true, Config{ForT9kScheduler: true},
 		&kueue.WorkloadPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "urgent"}, Value: 1000})
-	s.step(t)
+	s.Step(t)
 	wl = s.workload(t)
 	if wl.Spec.Priority == nil || *wl.Spec.Priority != 1000 || wl.Spec.PriorityClassRef == nil || wl.Spec.PriorityClassRef.Name != "urgent" {
 		t.Fatalf("workload priority %v class %+v, want 1000 from WorkloadPriorityClass urgent", wl.Spec.Priority, wl.Spec.PriorityClassRef)
@@ -540,11 +452,11 @@ func TestT9kSchedulerAsKueue(t *testing.T) {
 // the class's creation syncs the job, which then makes its Workload.
 func TestMissingPriorityClassWaits(t *testing.T) {
 	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a", kueue.LabelPriorityClass: "nope"}), true, Config{})
-	if wait := s.sync(t); wait != 0 {
+	if wait := s.Sync(t); wait != 0 {
 		t.Fatalf("sync returned %s: want no timer, the class's creation syncs the job", wait)
 	}
-	s.refresh(t)
-	running := conditionOf(&s.job(t).Status, batch.JobConditionRunning)
+	s.Refresh(t)
+	running := conditionOf(&s.Job(t).Status, batch.JobConditionRunning)
 	if !strings.Contains(running.Message, `WorkloadPriorityClass "nope"`) {
 		t.Fatalf("Running %+v: want the missing class named", running)
 	}
@@ -558,15 +470,15 @@ func TestMissingPriorityClassWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return s.st.Queue().Len() > 0, nil
+		return s.St.Queue().Len() > 0, nil
 	})
 	if err != nil {
 		t.Fatal("the job was not synced when the class it waits for was created")
 	}
-	if key, _ := s.st.Queue().Get(); key != s.jobKey {
-		t.Fatalf("synced %q, want the job %q", key, s.jobKey)
+	if key, _ := s.St.Queue().Get(); key != s.Key {
+		t.Fatalf("synced %q, want the job %q", key, s.Key)
 	}
-	s.step(t)
+	s.Step(t)
 	if wl := s.workload(t); wl.Spec.Priority == nil || *wl.Spec.Priority != 7 {
 		t.Fatalf("Workload priority %v, want the class's 7", wl.Spec.Priority)
 	}
@@ -578,23 +490,23 @@ func TestPausedQueuedJobDeletesItsWorkload(t *testing.T) {
 	s := admittedJob(t)
 	s.runAll(t)
 	s.editSpec(t, func(job *batch.GenericJob) { job.Spec.RunMode = &batch.RunMode{Pause: &batch.PauseMode{Enabled: true}} })
-	s.step(t) // deletes the pods
-	if len(s.pods(t)) != 0 {
-		t.Fatalf("%d pods left by the pause", len(s.pods(t)))
+	s.Step(t) // deletes the pods
+	if len(s.Pods(t)) != 0 {
+		t.Fatalf("%d pods left by the pause", len(s.Pods(t)))
 	}
 	s.workload(t) // kept while the pods ran: their quota was in use
-	s.step(t)
+	s.Step(t)
 	if wls, _ := s.kueue.KueueV1beta2().Workloads("ns").List(context.Background(), metav1.ListOptions{}); len(wls.Items) != 0 {
 		t.Fatalf("a paused job whose pods are gone keeps its Workload (and its quota)")
 	}
-	if got := s.job(t).Status.Phase; got != batch.JobPaused {
+	if got := s.Job(t).Status.Phase; got != batch.JobPaused {
 		t.Fatalf("phase %s, want Paused", got)
 	}
 
 	s.editSpec(t, func(job *batch.GenericJob) { job.Spec.RunMode = nil })
-	s.step(t)
-	if wl := s.workload(t); len(wl.Spec.PodSets) != 2 || len(s.pods(t)) != 0 {
-		t.Fatalf("resumed: Workload %+v and %d pods, want a new Workload and no pod before its admission", wl.Spec, len(s.pods(t)))
+	s.Step(t)
+	if wl := s.workload(t); len(wl.Spec.PodSets) != 2 || len(s.Pods(t)) != 0 {
+		t.Fatalf("resumed: Workload %+v and %d pods, want a new Workload and no pod before its admission", wl.Spec, len(s.Pods(t)))
 	}
 }
 
@@ -603,14 +515,14 @@ func TestPausedQueuedJobDeletesItsWorkload(t *testing.T) {
 func TestChangedQueuedJobIsQueuedAnew(t *testing.T) {
 	s := admittedJob(t)
 	s.runAll(t)
-	s.step(t) // Running
+	s.Step(t) // Running
 	s.adapter.override(func() *engine.Plan {
 		return &engine.Plan{Groups: []engine.Group{{Type: "worker", Replicas: 4, Restart: batch.RestartOnFailure, Template: cpuTemplate}}, Judge: allSucceed}
 	})
-	s.step(t)
-	running := conditionOf(&s.job(t).Status, batch.JobConditionRunning)
-	if running.Reason != "Queued" || len(s.pods(t)) != 0 {
-		t.Fatalf("Running %+v and %d pods: want the job stopped and queued", running, len(s.pods(t)))
+	s.Step(t)
+	running := conditionOf(&s.Job(t).Status, batch.JobConditionRunning)
+	if running.Reason != "Queued" || len(s.Pods(t)) != 0 {
+		t.Fatalf("Running %+v and %d pods: want the job stopped and queued", running, len(s.Pods(t)))
 	}
 	if want := "The job's replicas changed (worker: 2 to 4; ps: removed): it is queued anew"; !strings.HasPrefix(running.Message, want) {
 		t.Errorf("Running message %q, want it to start %q", running.Message, want)
@@ -621,7 +533,7 @@ func TestChangedQueuedJobIsQueuedAnew(t *testing.T) {
 	// The pods are gone: the old Workload goes, and the new one is made.
 	var wl *kueue.Workload
 	for range 4 {
-		s.step(t)
+		s.Step(t)
 		if wl, _ = s.kueue.KueueV1beta2().Workloads("ns").Get(context.Background(), "genericjob-job", metav1.GetOptions{}); wl != nil && len(wl.Spec.PodSets) == 1 {
 			break
 		}
@@ -629,7 +541,7 @@ func TestChangedQueuedJobIsQueuedAnew(t *testing.T) {
 	if wl == nil || len(wl.Spec.PodSets) != 1 || wl.Spec.PodSets[0].Count != 4 || wl.Status.Admission != nil {
 		t.Fatalf("new Workload %+v, want one pod set of 4, not admitted", wl)
 	}
-	if len(s.pods(t)) != 0 {
+	if len(s.Pods(t)) != 0 {
 		t.Fatal("pods of a job waiting for its new admission")
 	}
 }
@@ -638,10 +550,10 @@ func TestChangedQueuedJobIsQueuedAnew(t *testing.T) {
 func TestRequeuedJobSaysWhatChanged(t *testing.T) {
 	s := admittedJob(t)
 	s.runAll(t)
-	s.step(t)
+	s.Step(t)
 	s.editSpec(t, func(job *batch.GenericJob) { job.Labels[kueue.LabelQueueName] = "team-b" })
-	s.step(t)
-	running := conditionOf(&s.job(t).Status, batch.JobConditionRunning)
+	s.Step(t)
+	running := conditionOf(&s.Job(t).Status, batch.JobConditionRunning)
 	if want := `The job's LocalQueue changed from "team-a" to "team-b": it is queued anew`; running.Reason != "Queued" || !strings.HasPrefix(running.Message, want) {
 		t.Fatalf("Running %+v: want Queued, starting %q", running, want)
 	}
@@ -658,8 +570,8 @@ func TestRequeuedJobSaysWhatChanged(t *testing.T) {
 			{Type: "ps", Replicas: 1, Restart: batch.RestartNever, Template: cpuTemplate},
 		}, Judge: allSucceed}
 	})
-	s.step(t)
-	running = conditionOf(&s.job(t).Status, batch.JobConditionRunning)
+	s.Step(t)
+	running = conditionOf(&s.Job(t).Status, batch.JobConditionRunning)
 	if want := "The job's pod templates changed: it is queued anew"; !strings.HasPrefix(running.Message, want) {
 		t.Fatalf("Running %+v: want it to start %q", running, want)
 	}
@@ -668,12 +580,12 @@ func TestRequeuedJobSaysWhatChanged(t *testing.T) {
 // editSpec changes the job as a user would.
 func (s *queueTest) editSpec(t *testing.T, edit func(*batch.GenericJob)) {
 	t.Helper()
-	job := s.job(t)
+	job := s.Job(t)
 	edit(job)
-	if _, err := s.jobs.BatchV1beta1().GenericJobs("ns").Update(context.Background(), job, metav1.UpdateOptions{}); err != nil {
+	if _, err := s.Jobs.BatchV1beta1().GenericJobs("ns").Update(context.Background(), job, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s.refresh(t)
+	s.Refresh(t)
 }
 
 // More replica types than a Workload has pod sets: the job fails, saying why.
@@ -686,8 +598,8 @@ func TestTooManyTypesForKueueFails(t *testing.T) {
 		}
 		return p
 	})
-	s.step(t)
-	job := s.job(t)
+	s.Step(t)
+	job := s.Job(t)
 	failed := conditionOf(&job.Status, batch.JobConditionFailed)
 	if job.Status.Phase != batch.JobFailed || !strings.Contains(failed.Message, "at most 8 replica types") {
 		t.Fatalf("phase %s, Failed %+v: want Failed naming the limit", job.Status.Phase, failed)
@@ -731,14 +643,14 @@ func drain(r *record.FakeRecorder) string {
 func TestInvalidJobFinishesItsWorkload(t *testing.T) {
 	s := admittedJob(t)
 	s.adapter.err = fmt.Errorf("spec.replicaSpecs[0]: cannot run")
-	s.step(t)
-	if job := s.job(t); job.Status.Phase != batch.JobFailed {
+	s.Step(t)
+	if job := s.Job(t); job.Status.Phase != batch.JobFailed {
 		t.Fatalf("phase %s, want Failed", job.Status.Phase)
 	}
 	if meta.IsStatusConditionTrue(s.workload(t).Status.Conditions, kueue.WorkloadFinished) {
 		t.Fatal("the Workload is Finished while the failed job's pods are still going")
 	}
-	s.step(t) // the pods are gone
+	s.Step(t) // the pods are gone
 	c := meta.FindStatusCondition(s.workload(t).Status.Conditions, kueue.WorkloadFinished)
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Failed" || !strings.Contains(c.Message, "cannot run") {
 		t.Fatalf("Finished %+v, want True, Failed, with the job's message", c)
@@ -751,13 +663,13 @@ func TestPriorityClassIsReadOnce(t *testing.T) {
 	class := &kueue.WorkloadPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "urgent"}, Value: 1000}
 	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a", kueue.LabelPriorityClass: "urgent"}), true, Config{},
 		append([]metav1.Object{class}, flavors...)...)
-	s.step(t)
+	s.Step(t)
 	s.kueueDecides(t, admit)
-	s.step(t)
+	s.Step(t)
 	if err := s.cluster.Kueue().V1beta2().WorkloadPriorityClasses().Informer().GetIndexer().Delete(class); err != nil {
 		t.Fatal(err)
 	}
-	s.step(t)
+	s.Step(t)
 	for _, a := range s.kueue.Actions() {
 		if a.GetVerb() == "delete" {
 			t.Fatalf("the Workload was deleted once its priority class was: %v", a)
@@ -766,7 +678,7 @@ func TestPriorityClassIsReadOnce(t *testing.T) {
 	if wl := s.workload(t); *wl.Spec.Priority != 1000 {
 		t.Fatalf("the Workload's priority is %d once its class was deleted, want 1000 still", *wl.Spec.Priority)
 	}
-	if n := len(s.pods(t)); n != 3 {
+	if n := len(s.Pods(t)); n != 3 {
 		t.Fatalf("%d pods once the class was deleted, want the 3 the job had", n)
 	}
 }
@@ -788,30 +700,30 @@ func TestPodsReadyFollowsReadiness(t *testing.T) {
 		t.Fatalf("PodsReady %+v before the pods run, want False WaitForStart", c)
 	}
 	s.runAll(t)
-	s.step(t)
+	s.Step(t)
 	if c := podsReady(); c.Status != metav1.ConditionTrue || c.Reason != "Started" {
 		t.Fatalf("PodsReady %+v with every pod ready, want True Started", c)
 	}
-	worker := s.pods(t)[0]
+	worker := s.Pods(t)[0]
 	worker.Status.Conditions[0].Status = corev1.ConditionFalse // running, no longer ready
-	if _, err := s.kube.CoreV1().Pods("ns").UpdateStatus(context.Background(), &worker, metav1.UpdateOptions{}); err != nil {
+	if _, err := s.Kube.CoreV1().Pods("ns").UpdateStatus(context.Background(), &worker, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s.refresh(t)
-	s.step(t)
+	s.Refresh(t)
+	s.Step(t)
 	if c := podsReady(); c.Status != metav1.ConditionFalse || c.Reason != "WaitForRecovery" {
 		t.Fatalf("PodsReady %+v with a pod not ready, want False WaitForRecovery", c)
 	}
 	s.runAll(t)
-	s.step(t)
+	s.Step(t)
 	if c := podsReady(); c.Status != metav1.ConditionTrue || c.Reason != "Recovered" {
 		t.Fatalf("PodsReady %+v once ready again, want True Recovered", c)
 	}
 	s.kueueDecides(t, func(wl *kueue.Workload) {
 		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "Preempted", Message: "preempted"})
 	})
-	s.step(t)
-	s.step(t)
+	s.Step(t)
+	s.Step(t)
 	if c := podsReady(); c.Status != metav1.ConditionFalse || c.Reason != "WaitForStart" {
 		t.Fatalf("PodsReady %+v after the eviction, want False WaitForStart", c)
 	}
@@ -824,11 +736,11 @@ func TestPriorityClassLabelChangesThePriority(t *testing.T) {
 	high := &kueue.WorkloadPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000}
 	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a", kueue.LabelPriorityClass: "low"}), true, Config{},
 		append([]metav1.Object{low, high}, flavors...)...)
-	s.step(t)
+	s.Step(t)
 	s.kueueDecides(t, admit)
-	s.step(t)
+	s.Step(t)
 	s.editSpec(t, func(job *batch.GenericJob) { job.Labels[kueue.LabelPriorityClass] = "high" })
-	s.step(t)
+	s.Step(t)
 	wl := s.workload(t)
 	if wl.Spec.Priority == nil || *wl.Spec.Priority != 1000 || wl.Spec.PriorityClassRef == nil || wl.Spec.PriorityClassRef.Name != "high" {
 		t.Fatalf("Workload priority %v class %+v after the label changed, want 1000 from high", wl.Spec.Priority, wl.Spec.PriorityClassRef)
@@ -838,10 +750,10 @@ func TestPriorityClassLabelChangesThePriority(t *testing.T) {
 			t.Fatalf("the Workload was replaced for a priority change: %v", a)
 		}
 	}
-	if n := len(s.pods(t)); n != 3 {
+	if n := len(s.Pods(t)); n != 3 {
 		t.Fatalf("%d pods after the priority changed, want the job's 3", n)
 	}
-	if events := drain(s.events); !strings.Contains(events, "PriorityChanged") {
+	if events := drain(s.Events); !strings.Contains(events, "PriorityChanged") {
 		t.Errorf("no PriorityChanged event; events:\n%s", events)
 	}
 }

@@ -1,7 +1,9 @@
 package mpijob
 
 import (
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -88,26 +90,44 @@ func FuzzMPIRun(f *testing.F) {
 		c.Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(int64(gpus), resource.DecimalSI)}
 		j.Default()
 
+		// The documented command, as properties rather than a second copy of MPIRun: the
+		// mpirun to run, the hostfile, the job's ssh config unless the user gave plm_rsh_args,
+		// each MCA parameter once, then extraMPIArgs and cmd exactly as given.
 		argv := MPIRun(spec)
-		want := []string{"mpirun"}
-		if home := strings.TrimSuffix(mpiHome, "/"); home != "" {
-			want = []string{home + "/bin/mpirun", "--prefix", home}
+		tail := slices.Concat(spec.Worker.ExtraMPIArgs, spec.Worker.Cmd)
+		if len(argv) < len(tail) || !slices.Equal(argv[len(argv)-len(tail):], tail) {
+			t.Fatalf("MPIRun = %q does not end with extraMPIArgs and cmd %q", argv, tail)
 		}
-		want = append(want, "--hostfile", launcher.HostfilePath)
-		if _, set := spec.MCA["plm_rsh_args"]; !set {
-			want = append(want, "--mca", "plm_rsh_args", "-F "+spec.SSH.AuthMountPath+"/config")
+		head := argv[:len(argv)-len(tail)]
+		home := strings.TrimSuffix(mpiHome, "/")
+		wantStart := []string{"mpirun"}
+		if home != "" {
+			wantStart = []string{home + "/bin/mpirun", "--prefix", home}
 		}
-		keys := make([]string, 0, len(spec.MCA))
-		for k := range spec.MCA {
-			keys = append(keys, k)
+		wantStart = append(wantStart, "--hostfile", launcher.HostfilePath)
+		if len(head) < len(wantStart) || !slices.Equal(head[:len(wantStart)], wantStart) {
+			t.Fatalf("MPIRun = %q, want it to start %q", argv, wantStart)
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			want = append(want, "--mca", k, spec.MCA[k])
+		mcas := head[len(wantStart):]
+		if len(mcas)%3 != 0 {
+			t.Fatalf("MPIRun = %q: between the hostfile and extraMPIArgs only --mca k v triples", argv)
 		}
-		want = append(append(want, spec.Worker.ExtraMPIArgs...), spec.Worker.Cmd...)
-		if !reflect.DeepEqual(argv, want) {
-			t.Fatalf("MPIRun = %q\nwant     %q", argv, want)
+		seen := map[string]string{}
+		for i := 0; i < len(mcas); i += 3 {
+			if mcas[i] != "--mca" {
+				t.Fatalf("MPIRun = %q: %q where --mca was due", argv, mcas[i])
+			}
+			if _, twice := seen[mcas[i+1]]; twice {
+				t.Fatalf("MPIRun = %q: MCA parameter %q given twice", argv, mcas[i+1])
+			}
+			seen[mcas[i+1]] = mcas[i+2]
+		}
+		wantMCA := maps.Clone(spec.MCA)
+		if _, set := wantMCA["plm_rsh_args"]; !set {
+			wantMCA["plm_rsh_args"] = "-F " + spec.SSH.AuthMountPath + "/config"
+		}
+		if !maps.Equal(seen, wantMCA) {
+			t.Fatalf("MPIRun's MCA parameters are %v, want %v", seen, wantMCA)
 		}
 
 		plan, err := Plan(j)

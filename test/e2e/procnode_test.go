@@ -139,6 +139,17 @@ func needProcNode(t *testing.T, ns string) {
 			}
 			t.Logf("--- %s\n%s", l, data)
 		}
+		// What the node did with the namespace's pods (started, stopped, addresses), for a CI
+		// log that is all there is of a failed run.
+		if data, err := os.ReadFile(procNode.log); err == nil {
+			var lines []string
+			for _, l := range strings.Split(string(data), "\n") {
+				if strings.Contains(l, " "+ns+"/") {
+					lines = append(lines, l)
+				}
+			}
+			t.Logf("--- process node, pods of %s:\n%s", ns, strings.Join(lines[max(0, len(lines)-200):], "\n"))
+		}
 		t.Logf("process node log: %s", procNode.log)
 	})
 }

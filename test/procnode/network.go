@@ -30,6 +30,7 @@ type network struct {
 
 	mu   sync.Mutex
 	used map[netip.Addr]bool
+	last netip.Addr // the address handed out last; allocation goes on after it
 }
 
 // holdNamespace starts a holder process in a new network namespace and returns it.
@@ -128,12 +129,24 @@ func (n *network) attach(holder *os.Process, id string) (netip.Addr, error) {
 	return addr, nil
 }
 
+// allocate hands out the next free address after the last one, round the range, as a
+// cluster's host-local IPAM does: an address freed a moment ago goes out again only once the
+// rest of the range has. A pod's namespace outlives the kill of its holder while the kernel
+// tears it down, and so does its veth on the bridge: an address handed on at once could be
+// answered for by both pods, and cut the new one's connections (seen as a new controller
+// replica losing the API server seconds after it started).
 func (n *network) allocate() (netip.Addr, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for a := n.gateway.Next(); n.prefix.Contains(a); a = a.Next() {
-		if !n.used[a] && n.prefix.Contains(a.Next()) { // not the broadcast address
-			n.used[a] = true
+	first := n.gateway.Next()
+	size := 1<<(32-n.prefix.Bits()) - 3 // less the network, gateway and broadcast addresses
+	a := n.last
+	for range size {
+		if a = a.Next(); !a.IsValid() || a.Less(first) || !n.prefix.Contains(a.Next()) {
+			a = first
+		}
+		if !n.used[a] {
+			n.used[a], n.last = true, a
 			return a, nil
 		}
 	}

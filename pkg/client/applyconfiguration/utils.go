@@ -62,6 +62,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &batchv1beta1.JobConditionApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("JobStatus"):
 		return &batchv1beta1.JobStatusApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("Lifecycle"):
+		return &batchv1beta1.LifecycleApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("MPIJob"):
 		return &batchv1beta1.MPIJobApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("MPIJobSpec"):

@@ -51,6 +51,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.GenericRestartPolicy":        schema_pkg_apis_batch_v1beta1_GenericRestartPolicy(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobCondition":                schema_pkg_apis_batch_v1beta1_JobCondition(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobStatus":                   schema_pkg_apis_batch_v1beta1_JobStatus(ref),
+		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.Lifecycle":                   schema_pkg_apis_batch_v1beta1_Lifecycle(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.MPIJob":                      schema_pkg_apis_batch_v1beta1_MPIJob(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.MPIJobList":                  schema_pkg_apis_batch_v1beta1_MPIJobList(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.MPIJobSpec":                  schema_pkg_apis_batch_v1beta1_MPIJobSpec(ref),
@@ -551,6 +552,27 @@ func schema_pkg_apis_batch_v1beta1_ColossalAIJobSpec(ref common.ReferenceCallbac
 				Description: "ColossalAIJobSpec is the desired state of a ColossalAIJob.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
+					"ttlSecondsAfterFinished": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TTLSecondsAfterFinished deletes the job, with its pods, Services and other children, this many seconds after it finished (status.completionTime), whether it succeeded or failed; 0 deletes it as soon as it finishes. Without it, a finished job stays until it is deleted. It may be set or changed at any time, also after the job finished.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"startupDeadlineSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StartupDeadlineSeconds fails the job (reason StartupDeadlineExceeded) when its replicas are not all running this many seconds after they were created; the count starts again when the job is resumed or readmitted, so time spent paused or waiting in a queue does not count. The failure says which replicas were still waiting and why. Without it, a job may wait for its replicas for ever.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"restartScope": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RestartScope says what a restart restarts: Replica (the default) restarts the replica whose policy asks for it, alone; Job deletes every replica of the job and creates them again together, once all the old pods are gone, for a group that cannot take one new member back (PyTorch DDP without elastic rendezvous). With Job, the failed replica's restartPolicy and limit decide whether the job restarts, every replica's restartCount goes up by one, and backoffLimit bounds status.restarts, the job's restarts.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"ssh": {
 						SchemaProps: spec.SchemaProps{
 							Description: "SSH configures the SSH connection from the launcher to the workers.",
@@ -1016,6 +1038,27 @@ func schema_pkg_apis_batch_v1beta1_GenericJobSpec(ref common.ReferenceCallback) 
 				Description: "GenericJobSpec is the desired state of a GenericJob.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
+					"ttlSecondsAfterFinished": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TTLSecondsAfterFinished deletes the job, with its pods, Services and other children, this many seconds after it finished (status.completionTime), whether it succeeded or failed; 0 deletes it as soon as it finishes. Without it, a finished job stays until it is deleted. It may be set or changed at any time, also after the job finished.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"startupDeadlineSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StartupDeadlineSeconds fails the job (reason StartupDeadlineExceeded) when its replicas are not all running this many seconds after they were created; the count starts again when the job is resumed or readmitted, so time spent paused or waiting in a queue does not count. The failure says which replicas were still waiting and why. Without it, a job may wait for its replicas for ever.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"restartScope": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RestartScope says what a restart restarts: Replica (the default) restarts the replica whose policy asks for it, alone; Job deletes every replica of the job and creates them again together, once all the old pods are gone, for a group that cannot take one new member back (PyTorch DDP without elastic rendezvous). With Job, the failed replica's restartPolicy and limit decide whether the job restarts, every replica's restartCount goes up by one, and backoffLimit bounds status.restarts, the job's restarts.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"replicaSpecs": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -1318,8 +1361,21 @@ func schema_pkg_apis_batch_v1beta1_JobStatus(ref common.ReferenceCallback) commo
 					},
 					"startTime": {
 						SchemaProps: spec.SchemaProps{
-							Description: "StartTime is when the job's replicas were first created (again after a pause); runPolicy.activeDeadlineSeconds counts from it.",
+							Description: "StartTime is when the job's replicas were first created (again after a pause, or a readmission); runPolicy.activeDeadlineSeconds and spec.startupDeadlineSeconds count from it.",
 							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"completionTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CompletionTime is when the job finished (Succeeded or Failed); it is kept from then on, and spec.ttlSecondsAfterFinished counts from it.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"restarts": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Restarts counts the restarts of the whole job (spec.restartScope: Job); backoffLimit bounds it then. Each replica's restartCount counts its own.",
+							Type:        []string{"integer"},
+							Format:      "int32",
 						},
 					},
 				},
@@ -1327,6 +1383,40 @@ func schema_pkg_apis_batch_v1beta1_JobStatus(ref common.ReferenceCallback) commo
 		},
 		Dependencies: []string{
 			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.Aggregate", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobCondition", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TaskStatus", metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_batch_v1beta1_Lifecycle(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Lifecycle holds the controls every kind shares over a job's life beyond its replicas' restart policies: when a finished job goes, how long its replicas may take to start, and what one restart restarts (docs/lifecycle.md). Each kind's spec has them at its top level, as a batch/v1 Job has its own.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"ttlSecondsAfterFinished": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TTLSecondsAfterFinished deletes the job, with its pods, Services and other children, this many seconds after it finished (status.completionTime), whether it succeeded or failed; 0 deletes it as soon as it finishes. Without it, a finished job stays until it is deleted. It may be set or changed at any time, also after the job finished.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"startupDeadlineSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StartupDeadlineSeconds fails the job (reason StartupDeadlineExceeded) when its replicas are not all running this many seconds after they were created; the count starts again when the job is resumed or readmitted, so time spent paused or waiting in a queue does not count. The failure says which replicas were still waiting and why. Without it, a job may wait for its replicas for ever.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"restartScope": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RestartScope says what a restart restarts: Replica (the default) restarts the replica whose policy asks for it, alone; Job deletes every replica of the job and creates them again together, once all the old pods are gone, for a group that cannot take one new member back (PyTorch DDP without elastic rendezvous). With Job, the failed replica's restartPolicy and limit decide whether the job restarts, every replica's restartCount goes up by one, and backoffLimit bounds status.restarts, the job's restarts.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
 	}
 }
 
@@ -1435,6 +1525,27 @@ func schema_pkg_apis_batch_v1beta1_MPIJobSpec(ref common.ReferenceCallback) comm
 				Description: "MPIJobSpec is the desired state of an MPIJob.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
+					"ttlSecondsAfterFinished": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TTLSecondsAfterFinished deletes the job, with its pods, Services and other children, this many seconds after it finished (status.completionTime), whether it succeeded or failed; 0 deletes it as soon as it finishes. Without it, a finished job stays until it is deleted. It may be set or changed at any time, also after the job finished.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"startupDeadlineSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StartupDeadlineSeconds fails the job (reason StartupDeadlineExceeded) when its replicas are not all running this many seconds after they were created; the count starts again when the job is resumed or readmitted, so time spent paused or waiting in a queue does not count. The failure says which replicas were still waiting and why. Without it, a job may wait for its replicas for ever.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"restartScope": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RestartScope says what a restart restarts: Replica (the default) restarts the replica whose policy asks for it, alone; Job deletes every replica of the job and creates them again together, once all the old pods are gone, for a group that cannot take one new member back (PyTorch DDP without elastic rendezvous). With Job, the failed replica's restartPolicy and limit decide whether the job restarts, every replica's restartCount goes up by one, and backoffLimit bounds status.restarts, the job's restarts.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"worker": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Worker configures the workers, and the program mpirun starts on them.",
@@ -1679,6 +1790,13 @@ func schema_pkg_apis_batch_v1beta1_ReplicaStatus(ref common.ReferenceCallback) c
 							Format:      "int32",
 						},
 					},
+					"disruptions": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Disruptions counts the pods of this replica that were replaced because they were disrupted, not because the program failed: evicted, preempted, their node drained or lost, or deleted by someone else while the job ran (with spec.restartScope: Job, also because another replica was). They use no restart: restartCount and backoffLimit do not count them. lastTermination tells how the last one ended.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
 					"containers": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Containers of the replica's pod. They are kept once the pod is gone (clean-up, pause), so that a finished job still tells how each replica ended.",
@@ -1744,8 +1862,15 @@ func schema_pkg_apis_batch_v1beta1_ReplicaTermination(ref common.ReferenceCallba
 					},
 					"phase": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Phase the pod ended in: Succeeded or Failed.",
+							Description: "Phase the pod was in when it ended, or was deleted to restart or replace it: Succeeded, Failed, or Running (a replica restarted with its job).",
 							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"disrupted": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Disrupted: the pod was replaced because it was disrupted (see disruptions), not restarted; its reason and message are those of its DisruptionTarget condition when it has one (EvictionByEvictionAPI, PreemptionByScheduler, TerminationByKubelet, DeletionByTaintManager ...), else the controller's (Deleted, RestartedWithJob).",
+							Type:        []string{"boolean"},
 							Format:      "",
 						},
 					},
@@ -1758,7 +1883,7 @@ func schema_pkg_apis_batch_v1beta1_ReplicaTermination(ref common.ReferenceCallba
 					},
 					"reason": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Reason and Message are the pod's own, when Kubernetes gives them (Evicted ...).",
+							Description: "Reason and Message are the pod's own, when Kubernetes gives them (Evicted ...); for a pod deleted to restart its whole job, RestartedWithJob and the replica that caused it.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -2213,6 +2338,27 @@ func schema_pkg_apis_batch_v1beta1_TensorFlowTrainingJobSpec(ref common.Referenc
 				Description: "TensorFlowTrainingJobSpec is the desired state of a TensorFlowTrainingJob.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
+					"ttlSecondsAfterFinished": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TTLSecondsAfterFinished deletes the job, with its pods, Services and other children, this many seconds after it finished (status.completionTime), whether it succeeded or failed; 0 deletes it as soon as it finishes. Without it, a finished job stays until it is deleted. It may be set or changed at any time, also after the job finished.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"startupDeadlineSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StartupDeadlineSeconds fails the job (reason StartupDeadlineExceeded) when its replicas are not all running this many seconds after they were created; the count starts again when the job is resumed or readmitted, so time spent paused or waiting in a queue does not count. The failure says which replicas were still waiting and why. Without it, a job may wait for its replicas for ever.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"restartScope": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RestartScope says what a restart restarts: Replica (the default) restarts the replica whose policy asks for it, alone; Job deletes every replica of the job and creates them again together, once all the old pods are gone, for a group that cannot take one new member back (PyTorch DDP without elastic rendezvous). With Job, the failed replica's restartPolicy and limit decide whether the job restarts, every replica's restartCount goes up by one, and backoffLimit bounds status.restarts, the job's restarts.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"replicaSpecs": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -2332,8 +2478,21 @@ func schema_pkg_apis_batch_v1beta1_TensorFlowTrainingJobStatus(ref common.Refere
 					},
 					"startTime": {
 						SchemaProps: spec.SchemaProps{
-							Description: "StartTime is when the job's replicas were first created (again after a pause); runPolicy.activeDeadlineSeconds counts from it.",
+							Description: "StartTime is when the job's replicas were first created (again after a pause, or a readmission); runPolicy.activeDeadlineSeconds and spec.startupDeadlineSeconds count from it.",
 							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"completionTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CompletionTime is when the job finished (Succeeded or Failed); it is kept from then on, and spec.ttlSecondsAfterFinished counts from it.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"restarts": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Restarts counts the restarts of the whole job (spec.restartScope: Job); backoffLimit bounds it then. Each replica's restartCount counts its own.",
+							Type:        []string{"integer"},
+							Format:      "int32",
 						},
 					},
 					"tensorboard": {
@@ -2554,6 +2713,27 @@ func schema_pkg_apis_batch_v1beta1_XGBoostTrainingJobSpec(ref common.ReferenceCa
 				Description: "XGBoostTrainingJobSpec is the desired state of an XGBoostTrainingJob.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
+					"ttlSecondsAfterFinished": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TTLSecondsAfterFinished deletes the job, with its pods, Services and other children, this many seconds after it finished (status.completionTime), whether it succeeded or failed; 0 deletes it as soon as it finishes. Without it, a finished job stays until it is deleted. It may be set or changed at any time, also after the job finished.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"startupDeadlineSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StartupDeadlineSeconds fails the job (reason StartupDeadlineExceeded) when its replicas are not all running this many seconds after they were created; the count starts again when the job is resumed or readmitted, so time spent paused or waiting in a queue does not count. The failure says which replicas were still waiting and why. Without it, a job may wait for its replicas for ever.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"restartScope": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RestartScope says what a restart restarts: Replica (the default) restarts the replica whose policy asks for it, alone; Job deletes every replica of the job and creates them again together, once all the old pods are gone, for a group that cannot take one new member back (PyTorch DDP without elastic rendezvous). With Job, the failed replica's restartPolicy and limit decide whether the job restarts, every replica's restartCount goes up by one, and backoffLimit bounds status.restarts, the job's restarts.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"replicaSpecs": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{

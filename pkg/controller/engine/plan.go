@@ -9,6 +9,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,9 @@ type Job interface {
 	runtime.Object
 	// JobStatus is the status every kind shares.
 	JobStatus() *batch.JobStatus
+	// JobLifecycle is the lifecycle controls every kind's spec shares (TTL, start deadline,
+	// restart scope).
+	JobLifecycle() *batch.Lifecycle
 }
 
 // Adapter is what the engine needs to know of one kind. NewAdapter makes one from the
@@ -70,6 +74,12 @@ type Plan struct {
 	// Deadline fails the job once it has run this long, from status.startTime: the first
 	// creation of its replicas, again at each resume (0: no deadline). Debug mode has none.
 	Deadline time.Duration
+	// StartupDeadline fails the job when its replicas are not all running this long after
+	// status.startTime (0: no deadline). Debug mode has none.
+	StartupDeadline time.Duration
+	// RestartJob: a restart restarts every replica of the job together, once all the old
+	// pods are gone (spec.restartScope: Job); backoffLimit bounds status.restarts then.
+	RestartJob bool
 	// Judge tells from the replicas whether the job has ended; nil means not yet.
 	Judge func(Replicas) *Outcome
 	// Objects are the job's children besides its replicas: an SSH key Secret, a hostfile
@@ -188,6 +198,20 @@ func (p *Plan) SetRunMode(mode *batch.RunMode, scheduler *batch.SchedulePolicy) 
 	if scheduler != nil {
 		p.Scheduler = scheduler.T9kScheduler
 	}
+}
+
+// SetLifecycle applies the lifecycle controls every kind's spec shares to the plan.
+func (p *Plan) SetLifecycle(l *batch.Lifecycle) {
+	if l.StartupDeadlineSeconds != nil && *l.StartupDeadlineSeconds > 0 {
+		p.StartupDeadline = Seconds(*l.StartupDeadlineSeconds)
+	}
+	p.RestartJob = l.RestartScope == batch.RestartScopeJob
+}
+
+// Seconds is n seconds as a Duration; a count past what a Duration holds (some 292 years)
+// is as long as one can be, where the product would overflow into the past.
+func Seconds(n int64) time.Duration {
+	return time.Duration(min(n, math.MaxInt64/int64(time.Second))) * time.Second
 }
 
 // ExitText is " with exit code N" for a non-zero code: the one phrase every message uses for

@@ -39,7 +39,12 @@ func NewAdapter[T Defaulter, L interface {
 func PlanDefaulted[T Defaulter](plan func(job T) (*Plan, error), job T) (*Plan, error) {
 	copied := job.DeepCopyObject().(T)
 	copied.Default()
-	return plan(copied)
+	p, err := plan(copied)
+	if err != nil {
+		return nil, err
+	}
+	p.SetLifecycle(copied.JobLifecycle())
+	return p, nil
 }
 
 type kindAdapter[T Defaulter] struct {

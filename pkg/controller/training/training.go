@@ -8,7 +8,6 @@ package training
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -50,7 +49,7 @@ func (j Layout) Plan() *engine.Plan {
 		Judge:        j.judge,
 	}
 	if d := j.RunPolicy.ActiveDeadlineSeconds; d != nil {
-		plan.Deadline = time.Duration(*d) * time.Second
+		plan.Deadline = engine.Seconds(*d)
 	}
 	for _, t := range j.Order {
 		for i := range j.Specs {

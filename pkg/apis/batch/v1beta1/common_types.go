@@ -265,6 +265,14 @@ type ReplicaStatus struct {
 	// +optional
 	RestartCount int32 `json:"restartCount,omitempty"`
 
+	// Disruptions counts the pods of this replica that were replaced because they were
+	// disrupted, not because the program failed: evicted, preempted, their node drained or
+	// lost, or deleted by someone else while the job ran (with spec.restartScope: Job, also
+	// because another replica was). They use no restart: restartCount and backoffLimit do
+	// not count them. lastTermination tells how the last one ended.
+	// +optional
+	Disruptions int32 `json:"disruptions,omitempty"`
+
 	// Containers of the replica's pod. They are kept once the pod is gone (clean-up, pause),
 	// so that a finished job still tells how each replica ended.
 	// +optional
@@ -292,15 +300,24 @@ type ReplicaTermination struct {
 	// UID of the pod.
 	UID types.UID `json:"uid"`
 
-	// Phase the pod ended in: Succeeded or Failed.
+	// Phase the pod was in when it ended, or was deleted to restart or replace it:
+	// Succeeded, Failed, or Running (a replica restarted with its job).
 	// +optional
 	Phase ReplicaPhase `json:"phase,omitempty"`
+
+	// Disrupted: the pod was replaced because it was disrupted (see disruptions), not
+	// restarted; its reason and message are those of its DisruptionTarget condition when it
+	// has one (EvictionByEvictionAPI, PreemptionByScheduler, TerminationByKubelet,
+	// DeletionByTaintManager ...), else the controller's (Deleted, RestartedWithJob).
+	// +optional
+	Disrupted bool `json:"disrupted,omitempty"`
 
 	// Node the pod ran on.
 	// +optional
 	Node string `json:"node,omitempty"`
 
-	// Reason and Message are the pod's own, when Kubernetes gives them (Evicted ...).
+	// Reason and Message are the pod's own, when Kubernetes gives them (Evicted ...); for
+	// a pod deleted to restart its whole job, RestartedWithJob and the replica that caused it.
 	// +optional
 	Reason string `json:"reason,omitempty"`
 	// +optional
@@ -362,10 +379,21 @@ type JobStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// StartTime is when the job's replicas were first created (again after a pause);
-	// runPolicy.activeDeadlineSeconds counts from it.
+	// StartTime is when the job's replicas were first created (again after a pause, or a
+	// readmission); runPolicy.activeDeadlineSeconds and spec.startupDeadlineSeconds count
+	// from it.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// CompletionTime is when the job finished (Succeeded or Failed); it is kept from then on,
+	// and spec.ttlSecondsAfterFinished counts from it.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// Restarts counts the restarts of the whole job (spec.restartScope: Job); backoffLimit
+	// bounds it then. Each replica's restartCount counts its own.
+	// +optional
+	Restarts int32 `json:"restarts,omitempty"`
 }
 
 // SSHConfig configures the SSH connection from the launcher to the workers (MPIJob,

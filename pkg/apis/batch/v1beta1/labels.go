@@ -37,3 +37,18 @@ func (j *TensorFlowTrainingJob) JobStatus() *JobStatus { return &j.Status.JobSta
 
 // JobStatus returns the status every kind shares, for the shared controller engine.
 func (j *XGBoostTrainingJob) JobStatus() *JobStatus { return &j.Status }
+
+// JobLifecycle returns the lifecycle controls of the job's spec.
+func (j *GenericJob) JobLifecycle() *Lifecycle { return &j.Spec.Lifecycle }
+
+// JobLifecycle returns the lifecycle controls of the job's spec.
+func (j *MPIJob) JobLifecycle() *Lifecycle { return &j.Spec.Lifecycle }
+
+// JobLifecycle returns the lifecycle controls of the job's spec.
+func (j *ColossalAIJob) JobLifecycle() *Lifecycle { return &j.Spec.Lifecycle }
+
+// JobLifecycle returns the lifecycle controls of the job's spec.
+func (j *TensorFlowTrainingJob) JobLifecycle() *Lifecycle { return &j.Spec.Lifecycle }
+
+// JobLifecycle returns the lifecycle controls of the job's spec.
+func (j *XGBoostTrainingJob) JobLifecycle() *Lifecycle { return &j.Spec.Lifecycle }

@@ -43,7 +43,12 @@ type MPIJob struct {
 // +kubebuilder:validation:XValidation:rule="(has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.enabled) && oldSelf.runMode.pause.enabled) || (has(self.runMode) && has(self.runMode.pause) && has(self.runMode.pause.enabled) && self.runMode.pause.enabled) || (has(self.mpiHome) == has(oldSelf.mpiHome) && (!has(self.mpiHome) || self.mpiHome == oldSelf.mpiHome))",message="spec.mpiHome cannot change while the job runs, since its replicas were created from it: pause the job first (spec.runMode.pause.enabled: true), change it, then resume; or create a new job"
 // +kubebuilder:validation:XValidation:rule="(has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.enabled) && oldSelf.runMode.pause.enabled) || (has(self.runMode) && has(self.runMode.pause) && has(self.runMode.pause.enabled) && self.runMode.pause.enabled) || (has(self.scheduler) == has(oldSelf.scheduler) && (!has(self.scheduler) || self.scheduler == oldSelf.scheduler))",message="spec.scheduler cannot change while the job runs, since its replicas were created from it: pause the job first (spec.runMode.pause.enabled: true), change it, then resume; or create a new job"
 // +kubebuilder:validation:XValidation:rule="(has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.enabled) && oldSelf.runMode.pause.enabled) || (has(self.runMode) && has(self.runMode.pause) && has(self.runMode.pause.enabled) && self.runMode.pause.enabled) || ((has(self.runMode) && has(self.runMode.debug)) == (has(oldSelf.runMode) && has(oldSelf.runMode.debug)) && (!(has(self.runMode) && has(self.runMode.debug)) || self.runMode.debug == oldSelf.runMode.debug))",message="spec.runMode.debug cannot change while the job runs, since its replicas were created from it: pause the job first (spec.runMode.pause.enabled: true), change it, then resume; or create a new job"
+// +kubebuilder:validation:XValidation:rule="!has(self.restartScope) || self.restartScope == 'Replica'",message="spec.restartScope: Job cannot apply to an MPIJob: its launcher and workers are never restarted, the launcher's one run is the training; leave spec.restartScope out"
 type MPIJobSpec struct {
+	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds and restartScope, as
+	// every kind has them (docs/lifecycle.md).
+	Lifecycle `json:",inline"`
+
 	// Worker configures the workers, and the program mpirun starts on them.
 	Worker MPIWorkerSpec `json:"worker"`
 

@@ -2474,6 +2474,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ColossalAILauncher
       default: {}
+    - name: restartScope
+      type:
+        scalar: string
     - name: runMode
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.RunMode
@@ -2488,6 +2491,12 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.SSHConfig
       default: {}
+    - name: startupDeadlineSeconds
+      type:
+        scalar: numeric
+    - name: ttlSecondsAfterFinished
+      type:
+        scalar: numeric
     - name: worker
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ColossalAIWorkerSpec
@@ -2656,6 +2665,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+    - name: restartScope
+      type:
+        scalar: string
     - name: runMode
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.RunMode
@@ -2665,6 +2677,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: service
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ServiceOption
+    - name: startupDeadlineSeconds
+      type:
+        scalar: numeric
     - name: successRules
       type:
         list:
@@ -2676,6 +2691,9 @@ var schemaYAML = typed.YAMLObject(`types:
                     scalar: numeric
                   elementRelationship: atomic
           elementRelationship: atomic
+    - name: ttlSecondsAfterFinished
+      type:
+        scalar: numeric
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.GenericReplicaSpec
   map:
     fields:
@@ -2730,6 +2748,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.Aggregate
       default: {}
+    - name: completionTime
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
     - name: conditions
       type:
         list:
@@ -2744,6 +2765,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: phase
       type:
         scalar: string
+    - name: restarts
+      type:
+        scalar: numeric
     - name: startTime
       type:
         namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
@@ -2785,6 +2809,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: mpiHome
       type:
         scalar: string
+    - name: restartScope
+      type:
+        scalar: string
     - name: runMode
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.RunMode
@@ -2799,6 +2826,12 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.SSHConfig
       default: {}
+    - name: startupDeadlineSeconds
+      type:
+        scalar: numeric
+    - name: ttlSecondsAfterFinished
+      type:
+        scalar: numeric
     - name: worker
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.MPIWorkerSpec
@@ -2864,6 +2897,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ContainerStatus
           elementRelationship: atomic
+    - name: disruptions
+      type:
+        scalar: numeric
     - name: lastTermination
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ReplicaTermination
@@ -2898,6 +2934,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ContainerStatus
           elementRelationship: atomic
+    - name: disrupted
+      type:
+        scalar: boolean
     - name: message
       type:
         scalar: string
@@ -3057,6 +3096,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+    - name: restartScope
+      type:
+        scalar: string
     - name: runMode
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.RunMode
@@ -3067,9 +3109,15 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: scheduler
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.SchedulePolicy
+    - name: startupDeadlineSeconds
+      type:
+        scalar: numeric
     - name: tensorboardSpec
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.TensorBoardSpec
+    - name: ttlSecondsAfterFinished
+      type:
+        scalar: numeric
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.TensorFlowTrainingJobStatus
   map:
     fields:
@@ -3077,6 +3125,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.Aggregate
       default: {}
+    - name: completionTime
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
     - name: conditions
       type:
         list:
@@ -3091,6 +3142,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: phase
       type:
         scalar: string
+    - name: restarts
+      type:
+        scalar: numeric
     - name: startTime
       type:
         namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
@@ -3170,6 +3224,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+    - name: restartScope
+      type:
+        scalar: string
     - name: runMode
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.RunMode
@@ -3180,6 +3237,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: scheduler
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.SchedulePolicy
+    - name: startupDeadlineSeconds
+      type:
+        scalar: numeric
+    - name: ttlSecondsAfterFinished
+      type:
+        scalar: numeric
 - name: __untyped_atomic_
   scalar: untyped
   list:

@@ -18,11 +18,18 @@ limitations under the License.
 
 package v1beta1
 
+import (
+	batchv1beta1 "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
 // ColossalAIJobSpecApplyConfiguration represents a declarative configuration of the ColossalAIJobSpec type for use
 // with apply.
 //
 // ColossalAIJobSpec is the desired state of a ColossalAIJob.
 type ColossalAIJobSpecApplyConfiguration struct {
+	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds and restartScope, as
+	// every kind has them (docs/lifecycle.md).
+	LifecycleApplyConfiguration `json:""`
 	// SSH configures the SSH connection from the launcher to the workers.
 	SSH *SSHConfigApplyConfiguration `json:"ssh,omitempty"`
 	// Launcher configures the launcher, which starts training on the workers and watches it.
@@ -43,6 +50,30 @@ type ColossalAIJobSpecApplyConfiguration struct {
 // apply.
 func ColossalAIJobSpec() *ColossalAIJobSpecApplyConfiguration {
 	return &ColossalAIJobSpecApplyConfiguration{}
+}
+
+// WithTTLSecondsAfterFinished sets the TTLSecondsAfterFinished field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TTLSecondsAfterFinished field is set to the value of the last call.
+func (b *ColossalAIJobSpecApplyConfiguration) WithTTLSecondsAfterFinished(value int32) *ColossalAIJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.TTLSecondsAfterFinished = &value
+	return b
+}
+
+// WithStartupDeadlineSeconds sets the StartupDeadlineSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StartupDeadlineSeconds field is set to the value of the last call.
+func (b *ColossalAIJobSpecApplyConfiguration) WithStartupDeadlineSeconds(value int64) *ColossalAIJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.StartupDeadlineSeconds = &value
+	return b
+}
+
+// WithRestartScope sets the RestartScope field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RestartScope field is set to the value of the last call.
+func (b *ColossalAIJobSpecApplyConfiguration) WithRestartScope(value batchv1beta1.RestartScope) *ColossalAIJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.RestartScope = &value
+	return b
 }
 
 // WithSSH sets the SSH field in the declarative configuration to the given value

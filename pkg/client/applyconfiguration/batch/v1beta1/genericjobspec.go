@@ -27,6 +27,9 @@ import (
 //
 // GenericJobSpec is the desired state of a GenericJob.
 type GenericJobSpecApplyConfiguration struct {
+	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds and restartScope, as
+	// every kind has them (docs/lifecycle.md).
+	LifecycleApplyConfiguration `json:""`
 	// ReplicaSpecs lists the replica types of the job, each with its count, pod template and
 	// restart policy. Types must be unique, and their replicas add up to at most 750 (the
 	// status lists every replica, in one object).
@@ -56,6 +59,30 @@ type GenericJobSpecApplyConfiguration struct {
 // apply.
 func GenericJobSpec() *GenericJobSpecApplyConfiguration {
 	return &GenericJobSpecApplyConfiguration{}
+}
+
+// WithTTLSecondsAfterFinished sets the TTLSecondsAfterFinished field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TTLSecondsAfterFinished field is set to the value of the last call.
+func (b *GenericJobSpecApplyConfiguration) WithTTLSecondsAfterFinished(value int32) *GenericJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.TTLSecondsAfterFinished = &value
+	return b
+}
+
+// WithStartupDeadlineSeconds sets the StartupDeadlineSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StartupDeadlineSeconds field is set to the value of the last call.
+func (b *GenericJobSpecApplyConfiguration) WithStartupDeadlineSeconds(value int64) *GenericJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.StartupDeadlineSeconds = &value
+	return b
+}
+
+// WithRestartScope sets the RestartScope field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RestartScope field is set to the value of the last call.
+func (b *GenericJobSpecApplyConfiguration) WithRestartScope(value batchv1beta1.RestartScope) *GenericJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.RestartScope = &value
+	return b
 }
 
 // WithReplicaSpecs adds the given value to the ReplicaSpecs field in the declarative configuration

@@ -40,9 +40,16 @@ type JobStatusApplyConfiguration struct {
 	Aggregate *AggregateApplyConfiguration `json:"aggregate,omitempty"`
 	// ObservedGeneration is the metadata.generation this status was computed from.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
-	// StartTime is when the job's replicas were first created (again after a pause);
-	// runPolicy.activeDeadlineSeconds counts from it.
+	// StartTime is when the job's replicas were first created (again after a pause, or a
+	// readmission); runPolicy.activeDeadlineSeconds and spec.startupDeadlineSeconds count
+	// from it.
 	StartTime *v1.Time `json:"startTime,omitempty"`
+	// CompletionTime is when the job finished (Succeeded or Failed); it is kept from then on,
+	// and spec.ttlSecondsAfterFinished counts from it.
+	CompletionTime *v1.Time `json:"completionTime,omitempty"`
+	// Restarts counts the restarts of the whole job (spec.restartScope: Job); backoffLimit
+	// bounds it then. Each replica's restartCount counts its own.
+	Restarts *int32 `json:"restarts,omitempty"`
 }
 
 // JobStatusApplyConfiguration constructs a declarative configuration of the JobStatus type for use with
@@ -106,5 +113,21 @@ func (b *JobStatusApplyConfiguration) WithObservedGeneration(value int64) *JobSt
 // If called multiple times, the StartTime field is set to the value of the last call.
 func (b *JobStatusApplyConfiguration) WithStartTime(value v1.Time) *JobStatusApplyConfiguration {
 	b.StartTime = &value
+	return b
+}
+
+// WithCompletionTime sets the CompletionTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CompletionTime field is set to the value of the last call.
+func (b *JobStatusApplyConfiguration) WithCompletionTime(value v1.Time) *JobStatusApplyConfiguration {
+	b.CompletionTime = &value
+	return b
+}
+
+// WithRestarts sets the Restarts field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Restarts field is set to the value of the last call.
+func (b *JobStatusApplyConfiguration) WithRestarts(value int32) *JobStatusApplyConfiguration {
+	b.Restarts = &value
 	return b
 }

@@ -18,11 +18,18 @@ limitations under the License.
 
 package v1beta1
 
+import (
+	batchv1beta1 "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
 // MPIJobSpecApplyConfiguration represents a declarative configuration of the MPIJobSpec type for use
 // with apply.
 //
 // MPIJobSpec is the desired state of an MPIJob.
 type MPIJobSpecApplyConfiguration struct {
+	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds and restartScope, as
+	// every kind has them (docs/lifecycle.md).
+	LifecycleApplyConfiguration `json:""`
 	// Worker configures the workers, and the program mpirun starts on them.
 	Worker *MPIWorkerSpecApplyConfiguration `json:"worker,omitempty"`
 	// MCA sets OpenMPI MCA parameters, passed to mpirun as --mca <key> <value>; for example
@@ -46,6 +53,30 @@ type MPIJobSpecApplyConfiguration struct {
 // apply.
 func MPIJobSpec() *MPIJobSpecApplyConfiguration {
 	return &MPIJobSpecApplyConfiguration{}
+}
+
+// WithTTLSecondsAfterFinished sets the TTLSecondsAfterFinished field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TTLSecondsAfterFinished field is set to the value of the last call.
+func (b *MPIJobSpecApplyConfiguration) WithTTLSecondsAfterFinished(value int32) *MPIJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.TTLSecondsAfterFinished = &value
+	return b
+}
+
+// WithStartupDeadlineSeconds sets the StartupDeadlineSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StartupDeadlineSeconds field is set to the value of the last call.
+func (b *MPIJobSpecApplyConfiguration) WithStartupDeadlineSeconds(value int64) *MPIJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.StartupDeadlineSeconds = &value
+	return b
+}
+
+// WithRestartScope sets the RestartScope field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RestartScope field is set to the value of the last call.
+func (b *MPIJobSpecApplyConfiguration) WithRestartScope(value batchv1beta1.RestartScope) *MPIJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.RestartScope = &value
+	return b
 }
 
 // WithWorker sets the Worker field in the declarative configuration to the given value

@@ -36,6 +36,12 @@ type ReplicaStatusApplyConfiguration struct {
 	Phase *batchv1beta1.ReplicaPhase `json:"phase,omitempty"`
 	// RestartCount is how many times the controller has restarted this replica.
 	RestartCount *int32 `json:"restartCount,omitempty"`
+	// Disruptions counts the pods of this replica that were replaced because they were
+	// disrupted, not because the program failed: evicted, preempted, their node drained or
+	// lost, or deleted by someone else while the job ran (with spec.restartScope: Job, also
+	// because another replica was). They use no restart: restartCount and backoffLimit do
+	// not count them. lastTermination tells how the last one ended.
+	Disruptions *int32 `json:"disruptions,omitempty"`
 	// Containers of the replica's pod. They are kept once the pod is gone (clean-up, pause),
 	// so that a finished job still tells how each replica ended.
 	Containers []ContainerStatusApplyConfiguration `json:"containers,omitempty"`
@@ -85,6 +91,14 @@ func (b *ReplicaStatusApplyConfiguration) WithPhase(value batchv1beta1.ReplicaPh
 // If called multiple times, the RestartCount field is set to the value of the last call.
 func (b *ReplicaStatusApplyConfiguration) WithRestartCount(value int32) *ReplicaStatusApplyConfiguration {
 	b.RestartCount = &value
+	return b
+}
+
+// WithDisruptions sets the Disruptions field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Disruptions field is set to the value of the last call.
+func (b *ReplicaStatusApplyConfiguration) WithDisruptions(value int32) *ReplicaStatusApplyConfiguration {
+	b.Disruptions = &value
 	return b
 }
 

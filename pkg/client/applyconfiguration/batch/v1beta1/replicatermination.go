@@ -30,11 +30,18 @@ import (
 type ReplicaTerminationApplyConfiguration struct {
 	// UID of the pod.
 	UID *types.UID `json:"uid,omitempty"`
-	// Phase the pod ended in: Succeeded or Failed.
+	// Phase the pod was in when it ended, or was deleted to restart or replace it:
+	// Succeeded, Failed, or Running (a replica restarted with its job).
 	Phase *batchv1beta1.ReplicaPhase `json:"phase,omitempty"`
+	// Disrupted: the pod was replaced because it was disrupted (see disruptions), not
+	// restarted; its reason and message are those of its DisruptionTarget condition when it
+	// has one (EvictionByEvictionAPI, PreemptionByScheduler, TerminationByKubelet,
+	// DeletionByTaintManager ...), else the controller's (Deleted, RestartedWithJob).
+	Disrupted *bool `json:"disrupted,omitempty"`
 	// Node the pod ran on.
 	Node *string `json:"node,omitempty"`
-	// Reason and Message are the pod's own, when Kubernetes gives them (Evicted ...).
+	// Reason and Message are the pod's own, when Kubernetes gives them (Evicted ...); for
+	// a pod deleted to restart its whole job, RestartedWithJob and the replica that caused it.
 	Reason  *string `json:"reason,omitempty"`
 	Message *string `json:"message,omitempty"`
 	// Containers of the pod as they ended.
@@ -60,6 +67,14 @@ func (b *ReplicaTerminationApplyConfiguration) WithUID(value types.UID) *Replica
 // If called multiple times, the Phase field is set to the value of the last call.
 func (b *ReplicaTerminationApplyConfiguration) WithPhase(value batchv1beta1.ReplicaPhase) *ReplicaTerminationApplyConfiguration {
 	b.Phase = &value
+	return b
+}
+
+// WithDisrupted sets the Disrupted field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Disrupted field is set to the value of the last call.
+func (b *ReplicaTerminationApplyConfiguration) WithDisrupted(value bool) *ReplicaTerminationApplyConfiguration {
+	b.Disrupted = &value
 	return b
 }
 

@@ -18,11 +18,18 @@ limitations under the License.
 
 package v1beta1
 
+import (
+	batchv1beta1 "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
 // TensorFlowTrainingJobSpecApplyConfiguration represents a declarative configuration of the TensorFlowTrainingJobSpec type for use
 // with apply.
 //
 // TensorFlowTrainingJobSpec is the desired state of a TensorFlowTrainingJob.
 type TensorFlowTrainingJobSpecApplyConfiguration struct {
+	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds and restartScope, as
+	// every kind has them (docs/lifecycle.md).
+	LifecycleApplyConfiguration `json:""`
 	// ReplicaSpecs lists the replica types: chief (at most one), worker, ps and evaluator.
 	// Types must be unique, and their replicas add up to at most 750 (the status lists every
 	// replica, in one object).
@@ -42,6 +49,30 @@ type TensorFlowTrainingJobSpecApplyConfiguration struct {
 // apply.
 func TensorFlowTrainingJobSpec() *TensorFlowTrainingJobSpecApplyConfiguration {
 	return &TensorFlowTrainingJobSpecApplyConfiguration{}
+}
+
+// WithTTLSecondsAfterFinished sets the TTLSecondsAfterFinished field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TTLSecondsAfterFinished field is set to the value of the last call.
+func (b *TensorFlowTrainingJobSpecApplyConfiguration) WithTTLSecondsAfterFinished(value int32) *TensorFlowTrainingJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.TTLSecondsAfterFinished = &value
+	return b
+}
+
+// WithStartupDeadlineSeconds sets the StartupDeadlineSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StartupDeadlineSeconds field is set to the value of the last call.
+func (b *TensorFlowTrainingJobSpecApplyConfiguration) WithStartupDeadlineSeconds(value int64) *TensorFlowTrainingJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.StartupDeadlineSeconds = &value
+	return b
+}
+
+// WithRestartScope sets the RestartScope field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RestartScope field is set to the value of the last call.
+func (b *TensorFlowTrainingJobSpecApplyConfiguration) WithRestartScope(value batchv1beta1.RestartScope) *TensorFlowTrainingJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.RestartScope = &value
+	return b
 }
 
 // WithReplicaSpecs adds the given value to the ReplicaSpecs field in the declarative configuration

@@ -97,6 +97,22 @@ func (b *TensorFlowTrainingJobStatusApplyConfiguration) WithStartTime(value v1.T
 	return b
 }
 
+// WithCompletionTime sets the CompletionTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CompletionTime field is set to the value of the last call.
+func (b *TensorFlowTrainingJobStatusApplyConfiguration) WithCompletionTime(value v1.Time) *TensorFlowTrainingJobStatusApplyConfiguration {
+	b.JobStatusApplyConfiguration.CompletionTime = &value
+	return b
+}
+
+// WithRestarts sets the Restarts field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Restarts field is set to the value of the last call.
+func (b *TensorFlowTrainingJobStatusApplyConfiguration) WithRestarts(value int32) *TensorFlowTrainingJobStatusApplyConfiguration {
+	b.JobStatusApplyConfiguration.Restarts = &value
+	return b
+}
+
 // WithTensorboard sets the Tensorboard field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Tensorboard field is set to the value of the last call.

@@ -18,11 +18,18 @@ limitations under the License.
 
 package v1beta1
 
+import (
+	batchv1beta1 "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
 // XGBoostTrainingJobSpecApplyConfiguration represents a declarative configuration of the XGBoostTrainingJobSpec type for use
 // with apply.
 //
 // XGBoostTrainingJobSpec is the desired state of an XGBoostTrainingJob.
 type XGBoostTrainingJobSpecApplyConfiguration struct {
+	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds and restartScope, as
+	// every kind has them (docs/lifecycle.md).
+	LifecycleApplyConfiguration `json:""`
 	// ReplicaSpecs lists the replica types: exactly one master, and workers; their replicas
 	// add up to at most 750 (the status lists every replica, in one object).
 	ReplicaSpecs []TrainingReplicaSpecApplyConfiguration `json:"replicaSpecs,omitempty"`
@@ -39,6 +46,30 @@ type XGBoostTrainingJobSpecApplyConfiguration struct {
 // apply.
 func XGBoostTrainingJobSpec() *XGBoostTrainingJobSpecApplyConfiguration {
 	return &XGBoostTrainingJobSpecApplyConfiguration{}
+}
+
+// WithTTLSecondsAfterFinished sets the TTLSecondsAfterFinished field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TTLSecondsAfterFinished field is set to the value of the last call.
+func (b *XGBoostTrainingJobSpecApplyConfiguration) WithTTLSecondsAfterFinished(value int32) *XGBoostTrainingJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.TTLSecondsAfterFinished = &value
+	return b
+}
+
+// WithStartupDeadlineSeconds sets the StartupDeadlineSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StartupDeadlineSeconds field is set to the value of the last call.
+func (b *XGBoostTrainingJobSpecApplyConfiguration) WithStartupDeadlineSeconds(value int64) *XGBoostTrainingJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.StartupDeadlineSeconds = &value
+	return b
+}
+
+// WithRestartScope sets the RestartScope field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RestartScope field is set to the value of the last call.
+func (b *XGBoostTrainingJobSpecApplyConfiguration) WithRestartScope(value batchv1beta1.RestartScope) *XGBoostTrainingJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.RestartScope = &value
+	return b
 }
 
 // WithReplicaSpecs adds the given value to the ReplicaSpecs field in the declarative configuration

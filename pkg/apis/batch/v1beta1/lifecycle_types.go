@@ -1,0 +1,44 @@
+package v1beta1
+
+// Lifecycle holds the controls every kind shares over a job's life beyond its replicas'
+// restart policies: when a finished job goes, how long its replicas may take to start, and
+// what one restart restarts (docs/lifecycle.md). Each kind's spec has them at its top level,
+// as a batch/v1 Job has its own.
+type Lifecycle struct {
+	// TTLSecondsAfterFinished deletes the job, with its pods, Services and other children,
+	// this many seconds after it finished (status.completionTime), whether it succeeded or
+	// failed; 0 deletes it as soon as it finishes. Without it, a finished job stays until it
+	// is deleted. It may be set or changed at any time, also after the job finished.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self >= 0",message="spec.ttlSecondsAfterFinished must not be negative: it is how many seconds a finished job is kept before it is deleted (0: delete it as soon as it finishes)"
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// StartupDeadlineSeconds fails the job (reason StartupDeadlineExceeded) when its replicas
+	// are not all running this many seconds after they were created; the count starts again
+	// when the job is resumed or readmitted, so time spent paused or waiting in a queue does
+	// not count. The failure says which replicas were still waiting and why. Without it, a
+	// job may wait for its replicas for ever.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self >= 1",message="spec.startupDeadlineSeconds must be at least 1: it is how many seconds the job's replicas may take to be all running"
+	StartupDeadlineSeconds *int64 `json:"startupDeadlineSeconds,omitempty"`
+
+	// RestartScope says what a restart restarts: Replica (the default) restarts the replica
+	// whose policy asks for it, alone; Job deletes every replica of the job and creates them
+	// again together, once all the old pods are gone, for a group that cannot take one new
+	// member back (PyTorch DDP without elastic rendezvous). With Job, the failed replica's
+	// restartPolicy and limit decide whether the job restarts, every replica's restartCount
+	// goes up by one, and backoffLimit bounds status.restarts, the job's restarts.
+	// +optional
+	RestartScope RestartScope `json:"restartScope,omitempty"`
+}
+
+// RestartScope is what one restart restarts.
+// +kubebuilder:validation:Enum=Replica;Job
+type RestartScope string
+
+const (
+	// RestartScopeReplica restarts a replica alone.
+	RestartScopeReplica RestartScope = "Replica"
+	// RestartScopeJob restarts every replica of the job together.
+	RestartScopeJob RestartScope = "Job"
+)

@@ -19,7 +19,7 @@ import (
 func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision) error {
 	// A status that counts restarts or ends the job goes first, so that a restart is never
 	// lost nor counted twice, and an outcome never undone, if the controller stops half-way.
-	statusFirst := len(d.Restarted) > 0 || d.Outcome != nil
+	statusFirst := len(d.Restarted) > 0 || len(d.Disrupted) > 0 || d.JobRestart != "" || d.Outcome != nil
 	if statusFirst {
 		if err := c.writeDecided(ctx, key, job, d); err != nil {
 			return err
@@ -164,10 +164,40 @@ func (c *Controller) recordOutcome(job Job, d *Decision) {
 		}
 		c.recorder.Event(job, eventType, reason, d.Outcome.Message)
 	}
+	if d.JobRestart != "" {
+		c.recorder.Eventf(job, corev1.EventTypeWarning, "RestartingJob", "Restarting every replica together (spec.restartScope: Job): %s.", d.JobRestart)
+	}
 	for _, name := range d.Restarted {
-		c.recorder.Eventf(job, corev1.EventTypeWarning, "Restarting", "Restarting replica %s%s", name, endingText(d.Status, name))
+		if d.JobRestart == "" {
+			c.recorder.Eventf(job, corev1.EventTypeWarning, "Restarting", "Restarting replica %s%s", name, endingText(d.Status, name))
+		}
 		metrics.Restarts.WithLabelValues(c.kind).Inc()
 	}
+	for _, name := range d.Disrupted {
+		c.recorder.Eventf(job, corev1.EventTypeWarning, "Disrupted", "Replacing replica %s, no restart counted: its pod was disrupted%s", name, disruptionEventText(d.Status, name))
+		metrics.Disruptions.WithLabelValues(c.kind).Inc()
+	}
+}
+
+// disruptionEventText says how a replica's pod was disrupted: " (EvictionByEvictionAPI:
+// Eviction API: evicting) on node-1".
+func disruptionEventText(s *batch.JobStatus, name string) string {
+	for _, t := range s.Tasks {
+		for _, r := range t.Replicas {
+			if e := r.LastTermination; r.Name == name && e != nil && e.Disrupted {
+				text := " (" + e.Reason
+				if e.Message != "" {
+					text += ": " + e.Message
+				}
+				text += ")"
+				if e.Node != "" {
+					text += " on " + e.Node
+				}
+				return text
+			}
+		}
+	}
+	return ""
 }
 
 // endingText says how the last pod of a replica ended, for events: ": its pod failed with exit

@@ -184,7 +184,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 // sync brings one job closer to its plan. It returns how soon to look again (a restart
 // backoff, a deadline, or the longest a wait for the cache can last) or an error to retry
 // with the rate limiter. Every return that leaves work undone comes back by itself.
-func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
+func (c *Controller) sync(ctx context.Context, key string) (requeue time.Duration, err error) {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return 0, nil
@@ -199,6 +199,16 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	if cached.GetDeletionTimestamp() != nil {
 		return 0, nil // the garbage collector deletes the children
+	}
+	if left, ok := ttlLeft(cached, c.now()); ok {
+		if left <= 0 {
+			return c.deleteExpired(ctx, key, cached)
+		}
+		defer func() {
+			if err == nil {
+				requeue = minPositive(requeue, left)
+			}
+		}()
 	}
 	// The cache lags behind the controller's own writes: wait until it shows them. The event
 	// that shows them syncs the job; if it never comes, the wait runs out and so does this.

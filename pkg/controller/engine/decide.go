@@ -23,8 +23,12 @@ type Decision struct {
 	CreateObjects []metav1.Object
 	UpdateObjects []metav1.Object
 	DeleteObjects []metav1.Object
-	// Restarted names the replicas restarted by this decision.
+	// Restarted names the replicas restarted by this decision; Disrupted those whose
+	// disruption it recorded (their pods are replaced, no restart counted).
 	Restarted []string
+	Disrupted []string
+	// JobRestart, when the decision restarts (or replaces) the whole job, says why.
+	JobRestart string
 	// RequeueAfter asks for another sync after a restart backoff, at the deadline, or when an
 	// admitter asks for one (0: none).
 	RequeueAfter time.Duration
@@ -81,6 +85,9 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 			x.totalRestarts += r.RestartCount
 		}
 	}
+	if plan.RestartJob {
+		x.totalRestarts = old.Restarts
+	}
 
 	var all []*replica
 	desired := map[string]bool{}
@@ -103,19 +110,29 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	}
 
 	d.Status.StartTime = x.startTime(old.StartTime, pods)
+	d.Status.Restarts = old.Restarts
 	if !x.finished && !x.paused && !plan.Debug {
 		d.Outcome = x.deadline(d.Status.StartTime)
 		if d.Outcome == nil && plan.Judge != nil {
 			d.Outcome = plan.Judge(views)
 		}
+		if d.Outcome == nil {
+			d.Outcome = x.startupDeadline(job.GetName(), d.Status.StartTime, old, all)
+		}
 		x.finished = d.Outcome != nil
+	}
+	if plan.RestartJob && !x.finished && !x.paused {
+		x.restartJob(all)
 	}
 
 	var failedNames []string
 	for _, r := range all {
 		x.carryOut(job, r, resumed)
-		if r.status.Phase == batch.ReplicaFailed || (r.pod != nil && r.pod.Status.Phase == corev1.PodFailed) {
+		if r.status.Phase == batch.ReplicaFailed || (r.pod != nil && r.pod.Status.Phase == corev1.PodFailed && r.action != replaceNow) {
 			failedNames = append(failedNames, failureText(r.status))
+		}
+		if r.disrupted {
+			d.Disrupted = append(d.Disrupted, r.status.Name)
 		}
 	}
 	for _, g := range plan.Groups {
@@ -169,7 +186,27 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 		}
 	}
 	d.Status.Aggregate = aggregate(d.Status.Tasks)
+	d.Status.CompletionTime = completionTime(old, d.Status)
 	return d
+}
+
+// completionTime is when the job finished: kept once set, else the time its Completed or
+// Failed condition turned True (now, for a job that ends with this decision; earlier, for
+// one that ended before the status had the field).
+func completionTime(old, s *batch.JobStatus) *metav1.Time {
+	switch {
+	case old.CompletionTime != nil:
+		return old.CompletionTime
+	case !Finished(s):
+		return nil
+	}
+	for _, t := range []batch.JobConditionType{batch.JobCompleted, batch.JobConditionFailed} {
+		if c := conditionOf(s, t); c.Status == corev1.ConditionTrue {
+			at := c.LastTransitionTime
+			return &at
+		}
+	}
+	return nil
 }
 
 // decider holds what one Decide call knows across replicas.
@@ -187,8 +224,10 @@ type decider struct {
 	paused     bool
 	unadmitted bool
 	// totalRestarts counts the job's restarts, those this decision would order included, for
-	// the plan's backoff limit.
+	// the plan's backoff limit: the replicas' restarts, or with Plan.RestartJob the job's.
 	totalRestarts int32
+	// barrier: the whole job restarts and some old pod is not gone yet: no pod is created.
+	barrier bool
 }
 
 // startTime is when the deadline counts from: the first creation of the replicas, again
@@ -224,6 +263,48 @@ func (x *decider) deadline(start *metav1.Time) *Outcome {
 	}
 	return &Outcome{Reason: "DeadlineExceeded", Message: fmt.Sprintf("The job ran longer than runPolicy.activeDeadlineSeconds (%d s) allows.", int64(x.plan.Deadline/time.Second))}
 }
+
+// startupDeadline ends a job whose replicas are not all running the plan's StartupDeadline
+// after status.startTime (their creation, again at each resume or readmission), and
+// otherwise asks for a sync when it would. A job that has been Running since is past its
+// start: a replica restarted later does not take it back. The message names the replicas
+// still waiting and says why, as the Running condition does.
+func (x *decider) startupDeadline(job string, start *metav1.Time, old *batch.JobStatus, all []*replica) *Outcome {
+	if x.plan.StartupDeadline <= 0 || start == nil || old.Phase == batch.JobRunning {
+		return nil
+	}
+	var waiting []string
+	for _, r := range all {
+		switch r.status.Phase {
+		case batch.ReplicaRunning, batch.ReplicaSucceeded:
+			continue
+		}
+		state := strings.ToLower(string(r.status.Phase))
+		switch {
+		case r.view.Held:
+			state = "held until " + strings.Join(r.group.After, " and ") + " are ready"
+		case state == "":
+			state = "not created"
+		}
+		waiting = append(waiting, strings.TrimPrefix(r.status.Name, job+"-")+" "+state)
+	}
+	if len(waiting) == 0 {
+		return nil
+	}
+	if left := start.Add(x.plan.StartupDeadline).Sub(x.now); left > 0 {
+		x.d.RequeueAfter = minPositive(x.d.RequeueAfter, left)
+		return nil
+	}
+	message := fmt.Sprintf("The job's replicas were not all running %d s after they were created (spec.startupDeadlineSeconds): %s.",
+		int64(x.plan.StartupDeadline/time.Second), Listed(waiting, waitNames))
+	if waits := waitsOf(job, all); len(waits) > 0 {
+		message += " Why: " + waitMessage(waits) + "."
+	}
+	return &Outcome{Reason: ReasonStartupDeadlineExceeded, Message: message}
+}
+
+// ReasonStartupDeadlineExceeded is the reason of a job that failed its start deadline.
+const ReasonStartupDeadlineExceeded = "StartupDeadlineExceeded"
 
 // holdBack keeps back the creation of replicas whose group waits for others to be Ready,
 // and says what they wait for ("" when nothing waits).

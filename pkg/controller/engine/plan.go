@@ -47,6 +47,11 @@ type Adapter interface {
 	Plan(job Job) (*Plan, error)
 	// UpdateStatus writes the job's status subresource and returns the job as written.
 	UpdateStatus(ctx context.Context, job Job) (Job, error)
+	// Read reads a job from the API server, past the cache.
+	Read(ctx context.Context, namespace, name string) (Job, error)
+	// Delete deletes the job as it was read (its UID and resourceVersion as preconditions),
+	// its children first (foreground).
+	Delete(ctx context.Context, job Job) error
 }
 
 // Plan is a job as the engine runs it.
@@ -172,6 +177,9 @@ type Replica struct {
 	Lost bool
 	// Held: it has no pod because its group waits for others to be Ready (Group.After).
 	Held bool
+	// Disruption, for a Lost replica, is why its pod went when Kubernetes says so (the
+	// reason of its DisruptionTarget condition: EvictionByEvictionAPI ...), else Deleted.
+	Disruption string
 }
 
 // Replicas are a job's replicas, by type and rank.

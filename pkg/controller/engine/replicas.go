@@ -20,9 +20,16 @@ const (
 	needsPod
 	// restartNow: its pod ended and its policy and limits restart it now.
 	restartNow
-	// finishRestart: an earlier decision counted a restart whose pod is still to be deleted
-	// or created (the controller stopped half-way, or a delete was refused).
+	// finishRestart: an earlier decision counted a restart, or recorded a replacement, whose
+	// pod is still to be deleted or created (the controller stopped half-way, a delete was
+	// refused, or the whole job waits for its old pods to go).
 	finishRestart
+	// replaceNow: its pod ended disrupted (DisruptionTarget): it is replaced, no restart
+	// counted.
+	replaceNow
+	// withJob: its pod goes because another replica restarts or is replaced, and with it
+	// the whole job (Plan.RestartJob).
+	withJob
 )
 
 // replica is one replica while a decision is made.
@@ -33,6 +40,12 @@ type replica struct {
 	status batch.ReplicaStatus
 	view   Replica
 	action replicaAction
+	// cause, for withJob, says which replica's restart or replacement takes this one along;
+	// counted says whether that counts as a restart.
+	cause   string
+	counted bool
+	// disrupted: this decision recorded a disruption of its pod.
+	disrupted bool
 }
 
 // observe reports a replica as it is and says what it would do.
@@ -49,7 +62,7 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 		case counted && prev.UID == pod.UID:
 			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
 			r.action = finishRestart
-		case podEnded(pod) && !x.paused:
+		case podEnded(pod) && !x.paused && !disrupted(pod):
 			// An ended pod that is being deleted (clean-up, by hand) ended all the same; a
 			// restart it is due waits until it is gone. (Pause deletes every replica, and
 			// resume recreates every one.)
@@ -57,6 +70,11 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 		default:
 			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
 			r.view.Lost = !x.finished && !x.paused
+			if r.view.Lost && prev.Phase != batch.ReplicaDeleted {
+				// Deleted by someone else (an eviction, a drain, by hand) while the job
+				// runs: a disruption. A new pod replaces it once it is gone.
+				r.view.Disruption = x.disrupt(r, pod)
+			}
 		}
 	case pod != nil:
 		fromPod(&r.status, pod)
@@ -65,9 +83,16 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 			break
 		}
 		if prev.UID == pod.UID && prev.Phase == batch.ReplicaDeleted {
-			// This pod's restart is counted already: finish it, do not count it again.
+			// This pod's restart (or replacement) is counted already: finish it, do not
+			// count it again.
 			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
 			r.action = finishRestart
+			break
+		}
+		if disrupted(pod) && !x.finished && !x.paused {
+			// Evicted, preempted, its node drained: not the program's failure.
+			r.view = Replica{Phase: batch.ReplicaDeleted, Lost: true, Disruption: disruptionText(pod)}
+			r.action = replaceNow
 			break
 		}
 		if !x.mayRestart(g, r.status) {
@@ -78,7 +103,7 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 			x.d.RequeueAfter = minPositive(x.d.RequeueAfter, wait)
 			break
 		}
-		x.totalRestarts++ // reserved, so that the backoff limit holds across replicas
+		x.reserveRestart()
 		r.action = restartNow
 	default: // no pod
 		switch {
@@ -92,7 +117,7 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 			// Its pod ended and is gone (cleaned up, or deleted before its restart): a
 			// restart it is due happens now, with a new pod; otherwise keep what it did.
 			if x.mayRestart(g, prev) {
-				x.totalRestarts++
+				x.reserveRestart()
 				r.action = restartNow
 				break
 			}
@@ -105,6 +130,9 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 			// (Deleted: the engine deleted it, for a pause or a restart.)
 			r.view.Lost = prev.UID != "" && prev.Phase != batch.ReplicaCreating && prev.Phase != batch.ReplicaDeleted
 			r.view.Phase = batch.ReplicaCreating
+			if r.view.Lost {
+				r.view.Disruption = x.disrupt(r, nil)
+			}
 		}
 	}
 	return r
@@ -131,14 +159,41 @@ func (x *decider) carryOut(job Job, r *replica, resumed bool) {
 		if r.pod == nil { // gone already: straight to the new pod
 			s := r.status
 			r.status.LastTermination = &batch.ReplicaTermination{UID: s.UID, Phase: s.Phase, Node: s.Node, Reason: s.Reason, Message: s.Message, Containers: s.Containers}
+			r.status.Phase = batch.ReplicaDeleted // counted, until the new pod is made
 			x.createPod(job, r, resumed)
 			return
 		}
 		r.status.LastTermination = termination(r.pod)
 		r.status.Phase = batch.ReplicaDeleted
 		d.DeletePods = append(d.DeletePods, r.pod)
+	case replaceNow:
+		if x.finished {
+			fromPod(&r.status, r.pod) // the job ended first: the pod is reported as it ended
+			return
+		}
+		x.disrupt(r, r.pod)
+		d.DeletePods = append(d.DeletePods, r.pod)
+	case withJob:
+		if x.finished {
+			return
+		}
+		t := termination(r.pod)
+		t.Reason, t.Message = ReasonRestartedWithJob, "Deleted to restart the whole job (spec.restartScope: Job): "+r.cause+"."
+		if r.counted {
+			d.Restarted = append(d.Restarted, r.status.Name)
+			r.status.RestartCount++
+			r.status.LastTermination = t
+		} else {
+			t.Disrupted = true
+			r.status.Disruptions++
+			r.status.LastTermination = t
+		}
+		r.status.UID, r.status.Phase = r.pod.UID, batch.ReplicaDeleted
+		d.DeletePods = append(d.DeletePods, r.pod)
 	case finishRestart:
 		switch {
+		case x.finished && r.status.LastTermination != nil && r.status.LastTermination.Disrupted:
+			// A replacement that will not happen: nothing was counted.
 		case x.finished:
 			takeBackRestart(r)
 		case x.paused:
@@ -152,6 +207,12 @@ func (x *decider) carryOut(job Job, r *replica, resumed bool) {
 }
 
 func (x *decider) createPod(job Job, r *replica, resumed bool) {
+	if x.barrier {
+		// The whole job restarts: no new pod meets an old one. A replica whose restart is
+		// counted keeps its status (Deleted, its old pod's UID) and is created by a later
+		// decision, once every old pod is gone.
+		return
+	}
 	r.status.UID, r.status.Phase = "", batch.ReplicaCreating
 	r.status.Containers, r.status.Node, r.status.Reason, r.status.Message = []batch.ContainerStatus{}, "", "", ""
 	x.d.CreatePods = append(x.d.CreatePods, newPod(job, x.plan, x.admission, *r.group, r.rank, resumed))
@@ -227,6 +288,15 @@ func wantsRestart(g Group, s batch.ReplicaStatus) bool {
 		return failed && retryableExitCodes[statusExitCode(s)]
 	default:
 		return false
+	}
+}
+
+// reserveRestart counts a restart against the plan's backoff limit as soon as it is
+// decided, so that the limit holds across the replicas of one decision. A whole job's
+// restart counts once, in status.restarts, whichever replicas fail together (restartJob).
+func (x *decider) reserveRestart() {
+	if !x.plan.RestartJob {
+		x.totalRestarts++
 	}
 }
 

@@ -184,7 +184,8 @@ func endWith(set func(batch.JobConditionType, bool, string, string), o *Outcome)
 // the reason and message given, and nothing is created.
 func FailedStatus(job Job, reason, message string, now time.Time) *batch.JobStatus {
 	old := job.JobStatus()
-	s := &batch.JobStatus{ObservedGeneration: job.GetGeneration(), Phase: batch.JobFailed, Tasks: old.Tasks, Aggregate: old.Aggregate}
+	s := &batch.JobStatus{ObservedGeneration: job.GetGeneration(), Phase: batch.JobFailed, Tasks: old.Tasks, Aggregate: old.Aggregate,
+		StartTime: old.StartTime, Restarts: old.Restarts}
 	s.Conditions = append([]batch.JobCondition(nil), old.Conditions...)
 	set := func(t batch.JobConditionType, status bool, r, m string) {
 		setCondition(&s.Conditions, t, status, r, m, now)
@@ -200,6 +201,7 @@ func FailedStatus(job Job, reason, message string, now time.Time) *batch.JobStat
 		set(batch.JobConditionPaused, false, "-", "The job is not paused.")
 	}
 	sortConditions(s.Conditions)
+	s.CompletionTime = completionTime(old, s)
 	return s
 }
 

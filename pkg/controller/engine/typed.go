@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
@@ -23,14 +24,26 @@ type Defaulter interface {
 func NewAdapter[T Defaulter, L interface {
 	Get(name string) (T, error)
 }, C interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
 	UpdateStatus(ctx context.Context, job T, opts metav1.UpdateOptions) (T, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }](kind string, informer cache.SharedIndexInformer, lister func(namespace string) L, client func(namespace string) C,
 	plan func(job T) (*Plan, error)) Adapter {
 	return &kindAdapter[T]{
 		kind: kind, informer: informer, plan: plan,
 		get: func(ns, name string) (T, error) { return lister(ns).Get(name) },
+		read: func(ctx context.Context, ns, name string) (T, error) {
+			return client(ns).Get(ctx, name, metav1.GetOptions{})
+		},
 		update: func(ctx context.Context, job T) (T, error) {
 			return client(job.GetNamespace()).UpdateStatus(ctx, job, metav1.UpdateOptions{})
+		},
+		delete: func(ctx context.Context, job T) error {
+			uid, rv := job.GetUID(), job.GetResourceVersion()
+			return client(job.GetNamespace()).Delete(ctx, job.GetName(), metav1.DeleteOptions{
+				Preconditions:     &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
+				PropagationPolicy: ptr.To(metav1.DeletePropagationForeground),
+			})
 		},
 	}
 }
@@ -51,7 +64,9 @@ type kindAdapter[T Defaulter] struct {
 	kind     string
 	informer cache.SharedIndexInformer
 	get      func(namespace, name string) (T, error)
+	read     func(ctx context.Context, namespace, name string) (T, error)
 	update   func(ctx context.Context, job T) (T, error)
+	delete   func(ctx context.Context, job T) error
 	plan     func(job T) (*Plan, error)
 }
 
@@ -78,3 +93,13 @@ func (t *kindAdapter[T]) UpdateStatus(ctx context.Context, job Job) (Job, error)
 	}
 	return written, nil
 }
+
+func (t *kindAdapter[T]) Read(ctx context.Context, namespace, name string) (Job, error) {
+	job, err := t.read(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return job, nil
+}
+
+func (t *kindAdapter[T]) Delete(ctx context.Context, job Job) error { return t.delete(ctx, job.(T)) }

@@ -210,6 +210,10 @@ func Judge(job, succeeded string) func(engine.Replicas) *engine.Outcome {
 			case w.Final:
 				return &engine.Outcome{Message: fmt.Sprintf("The job failed: worker %s %s%s; workers must run until the launcher ends.",
 					name, strings.ToLower(string(w.Phase)), engine.ExitText(w.ExitCode))}
+			case started && w.Lost && w.Disruption != "" && w.Disruption != engine.ReasonDeleted:
+				// A disruption is no failure of the program, but the launcher's run cannot
+				// take a new worker: the job ends, saying what happened.
+				return &engine.Outcome{Message: fmt.Sprintf("The job failed: worker %s was disrupted (%s) after the launcher started.", name, w.Disruption)}
 			case started && (w.Lost || w.Phase == batch.ReplicaCreating):
 				// The launcher starts only once every worker has a Ready pod: a worker
 				// without one since was lost, whatever status had time to record.
@@ -219,6 +223,8 @@ func Judge(job, succeeded string) func(engine.Replicas) *engine.Outcome {
 		switch {
 		case l.Phase == batch.ReplicaFailed:
 			return &engine.Outcome{Message: fmt.Sprintf("The job exited with an error code: %s failed%s.", launcher, engine.ExitText(l.ExitCode))}
+		case l.Lost && l.Disruption != "" && l.Disruption != engine.ReasonDeleted:
+			return &engine.Outcome{Message: fmt.Sprintf("The job failed: %s was disrupted (%s) while it ran.", launcher, l.Disruption)}
 		case l.Lost:
 			return &engine.Outcome{Message: fmt.Sprintf("The job failed: %s was deleted while it ran.", launcher)}
 		}

@@ -56,6 +56,18 @@ var (
 		Help: "Replica restarts carried out by the controller, by kind of job.",
 	}, []string{"kind"})
 
+	// Disruptions counts replicas whose pods were disrupted (evicted, preempted, deleted by
+	// others) and replaced without a restart; TTLDeletions the finished jobs deleted for
+	// their ttlSecondsAfterFinished.
+	Disruptions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "t9k_job_replica_disruptions_total",
+		Help: "Replicas replaced because their pods were disrupted, not failed, by kind of job.",
+	}, []string{"kind"})
+	TTLDeletions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "t9k_job_ttl_deletions_total",
+		Help: "Finished jobs deleted once their ttlSecondsAfterFinished passed, by kind of job.",
+	}, []string{"kind"})
+
 	// QueueEvictions counts the times Kueue evicted a running job and the controller stopped
 	// it, by kind and Kueue's reason (Preempted, PodsReadyTimeout, ...).
 	QueueEvictions = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -79,7 +91,7 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(PhaseTransitions, SyncDuration, ChildrenCreated, ChildrenUpdated, ChildrenDeleted, Restarts, QueueEvictions, APIRequests, BuildInfo,
+	Registry.MustRegister(PhaseTransitions, SyncDuration, ChildrenCreated, ChildrenUpdated, ChildrenDeleted, Restarts, Disruptions, TTLDeletions, QueueEvictions, APIRequests, BuildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	build := version.Get()
 	BuildInfo.WithLabelValues(build.Version, build.Revision, build.GoVersion).Set(1)

@@ -24,7 +24,7 @@ type Case struct {
 
 // Cases cover every admission rule of the CRDs: one violation each, and the nearest valid
 // object where the boundary matters.
-var Cases = []Case{
+var Cases = append([]Case{
 	// GenericJob
 	{"replicas below zero", "generic-example.yaml", func(o map[string]any) { set(o, -1, "spec", "replicaSpecs", 0, "replicas") }, "spec.replicaSpecs[0].replicas: Invalid value"},
 	{"zero replicas allowed", "generic-example.yaml", func(o map[string]any) {
@@ -185,6 +185,41 @@ var Cases = []Case{
 	}, tooManyReplicas},
 	{"XGBoostTrainingJob with the most replicas", "xgboost-example.yaml", func(o map[string]any) { set(o, MaxReplicas-1, "spec", "replicaSpecs", 1, "replicas") }, ""},
 	{"XGBoostTrainingJob with one replica too many", "xgboost-example.yaml", func(o map[string]any) { set(o, MaxReplicas, "spec", "replicaSpecs", 1, "replicas") }, tooManyReplicas},
+}, lifecycleCases()...)
+
+// lifecycleCases are the rules of the lifecycle controls every kind shares
+// (docs/lifecycle.md): no negative TTL, a start deadline of at least a second, and a whole-job
+// restart only where something restarts.
+func lifecycleCases() []Case {
+	examples := []string{"generic-example.yaml", "mpi-example.yaml", "colossalai-example.yaml", "tensorflow-example.yaml", "xgboost-example.yaml"}
+	var cases []Case
+	for _, example := range examples {
+		kind := strings.TrimSuffix(example, "-example.yaml")
+		cases = append(cases,
+			Case{kind + ": negative TTL", example, func(o map[string]any) { set(o, -1, "spec", "ttlSecondsAfterFinished") }, "spec.ttlSecondsAfterFinished must not be negative"},
+			Case{kind + ": TTL 0", example, func(o map[string]any) { set(o, 0, "spec", "ttlSecondsAfterFinished") }, ""},
+			Case{kind + ": start deadline 0", example, func(o map[string]any) { set(o, 0, "spec", "startupDeadlineSeconds") }, "spec.startupDeadlineSeconds must be at least 1"},
+			Case{kind + ": negative start deadline", example, func(o map[string]any) { set(o, -5, "spec", "startupDeadlineSeconds") }, "spec.startupDeadlineSeconds must be at least 1"},
+			Case{kind + ": start deadline 10", example, func(o map[string]any) { set(o, 10, "spec", "startupDeadlineSeconds") }, ""},
+			Case{kind + ": restart scope Replica", example, func(o map[string]any) { set(o, "Replica", "spec", "restartScope") }, ""},
+			Case{kind + ": unknown restart scope", example, func(o map[string]any) { set(o, "Pod", "spec", "restartScope") }, `spec.restartScope: Unsupported value: "Pod"`},
+		)
+	}
+	return append(cases,
+		Case{"mpi: whole-job restart", "mpi-example.yaml", func(o map[string]any) { set(o, "Job", "spec", "restartScope") }, "spec.restartScope: Job cannot apply to an MPIJob"},
+		Case{"colossalai: whole-job restart", "colossalai-example.yaml", func(o map[string]any) { set(o, "Job", "spec", "restartScope") }, "spec.restartScope: Job cannot apply to a ColossalAIJob"},
+		Case{"generic: whole-job restart, nothing restarts", "generic-example.yaml", func(o map[string]any) { set(o, "Job", "spec", "restartScope") }, "no replica type of this job is ever restarted"},
+		Case{"generic: whole-job restart with OnFailure", "generic-example.yaml", func(o map[string]any) {
+			set(o, "Job", "spec", "restartScope")
+			set(o, map[string]any{"policy": "OnFailure", "limit": 3}, "spec", "replicaSpecs", 0, "restartPolicy")
+		}, ""},
+		Case{"tensorflow: whole-job restart with OnFailure", "tensorflow-example.yaml", func(o map[string]any) { set(o, "Job", "spec", "restartScope") }, ""},
+		Case{"tensorflow: whole-job restart, nothing restarts", "tensorflow-example.yaml", func(o map[string]any) {
+			set(o, "Job", "spec", "restartScope")
+			set(o, "Never", "spec", "replicaSpecs", 0, "restartPolicy")
+		}, "no replica type of this job is ever restarted"},
+		Case{"xgboost: whole-job restart with OnFailure", "xgboost-example.yaml", func(o map[string]any) { set(o, "Job", "spec", "restartScope") }, ""},
+	)
 }
 
 // The messages of the replica limit.

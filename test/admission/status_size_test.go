@@ -58,10 +58,10 @@ func worstContainers() []batch.ContainerStatus {
 // both pods evicted, every field set.
 func worstReplica(name string, i int) batch.ReplicaStatus {
 	return batch.ReplicaStatus{
-		Name: name, UID: worstUID(i, 1), Phase: batch.ReplicaFailed, RestartCount: 10,
+		Name: name, UID: worstUID(i, 1), Phase: batch.ReplicaFailed, RestartCount: 10, Disruptions: 10,
 		Containers: worstContainers(), Node: worstNode(i), Reason: worstPodReason, Message: worstPodMessage,
 		LastTermination: &batch.ReplicaTermination{
-			UID: worstUID(i, 0), Phase: batch.ReplicaFailed, Node: worstNode(i + 1),
+			UID: worstUID(i, 0), Phase: batch.ReplicaFailed, Node: worstNode(i + 1), Disrupted: true,
 			Reason: worstPodReason, Message: worstPodMessage, Containers: worstContainers(),
 		},
 	}
@@ -253,7 +253,7 @@ func largestJob(replicas, nTypes int, entry func(name string, i int) batch.Repli
 	for _, c := range conditions {
 		s.Conditions = append(s.Conditions, batch.JobCondition{Type: c.t, Status: c.status, LastTransitionTime: now, Reason: c.reason, Message: c.message})
 	}
-	s.ObservedGeneration, s.StartTime = 3, &now
+	s.ObservedGeneration, s.StartTime, s.CompletionTime, s.Restarts = 3, &now, &now, 10
 
 	// managedFields: kubectl's fields (metadata and spec), and the controller's status fields,
 	// status.tasks being an atomic list.

@@ -163,6 +163,14 @@ func TestExplain(t *testing.T) {
 		"tensorflowtrainingjob.spec.runPolicy.backoffLimit": "BackoffLimit is the most restarts",
 		"xgboosttrainingjob.spec.runMode.pause.resumeSpecs": "cannot be changed once set",
 		"genericjob.status.tasks.replicas.phase":            "Creating, Pending, Running, Succeeded, Failed, Unknown or Deleted",
+		// The lifecycle controls every kind shares (docs/lifecycle.md).
+		"genericjob.spec.ttlSecondsAfterFinished":          "deletes the job, with its pods, Services and other children",
+		"mpijob.spec.startupDeadlineSeconds":               "fails the job (reason StartupDeadlineExceeded)",
+		"tensorflowtrainingjob.spec.restartScope":          "Job deletes every replica of the job and creates them again together",
+		"xgboosttrainingjob.status.completionTime":         "CompletionTime is when the job finished",
+		"colossalaijob.status.tasks.replicas.disruptions":  "replaced because they were disrupted",
+		"genericjob.status.tasks.replicas.lastTermination": "Disrupted",
+		"genericjob.status.restarts":                       "counts the restarts of the whole job",
 	}
 	for field, want := range cases {
 		t.Run(field, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/t9k-jobs/t9k-jobs/manifests"
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
 	"github.com/t9k-jobs/t9k-jobs/test/cluster"
 	"github.com/t9k-jobs/t9k-jobs/test/harness"
@@ -115,6 +117,10 @@ func setUpAndRun(ctx context.Context, m *testing.M) int {
 	}
 	if err := startProcNode(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: starting the process node:", err)
+		return 1
+	}
+	if err := waitGarbageCollector(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
 	code := m.Run()
@@ -208,6 +214,27 @@ func installCRDs(ctx context.Context) error {
 	err = cluster.WaitEstablished(ctx, client, names, 30*time.Second)
 	_ = os.RemoveAll(env.kubectlCache)
 	return err
+}
+
+// waitGarbageCollector waits until the cluster's garbage collector watches the project's
+// kinds. It learns of new resources only at its periodic discovery (every 30 s in
+// kube-controller-manager), and until then deletes nothing a job owns: on a cluster started
+// moments before the CRDs, a job deleted in the foreground (ttlSecondsAfterFinished) would
+// stay for up to 30 s. A GenericJob deleted in the foreground is gone once it does.
+func waitGarbageCollector(ctx context.Context) error {
+	jobs := env.jobs.BatchV1beta1().GenericJobs(metav1.NamespaceDefault)
+	probe := &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: "e2e-gc-probe"}, Spec: batch.GenericJobSpec{ReplicaSpecs: []batch.GenericReplicaSpec{{
+		Type: "probe", Replicas: ptr.To[int32](0), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "probe"}}}}}}}}
+	if _, err := jobs.Create(ctx, probe, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if err := jobs.Delete(ctx, probe.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return harness.WaitFor(ctx, "the garbage collector to watch the CRDs", 200*time.Millisecond, 90*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := jobs.Get(ctx, probe.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 }
 
 // kubectl runs kubectl against the cluster under test and returns its combined output.

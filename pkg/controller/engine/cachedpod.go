@@ -24,6 +24,10 @@ type CachedPod struct {
 	// and message, and since when (the job's status says why its replicas wait). nil once
 	// the pod is placed, so that the pods of running and finished jobs pay one pointer.
 	Unscheduled *corev1.PodCondition
+	// Disruption is the DisruptionTarget condition while it is True (reason and message):
+	// the pod was evicted, preempted or its node went, not failed (disruption.go). nil for
+	// almost every pod.
+	Disruption *corev1.PodCondition
 }
 
 // CachedContainer is a container's name and state: whether it waits (and why: reason and
@@ -41,6 +45,10 @@ func cachePod(o *corev1.Pod) *CachedPod {
 	p.ManagedFields, p.Annotations, p.Labels = nil, nil, internKeys(o.Labels)
 	p.Phase, p.Reason = corev1.PodPhase(intern(string(p.Phase))), intern(p.Reason)
 	p.Unscheduled = unscheduled(o)
+	if c, ok := disruptionTarget(o); ok {
+		p.Disruption = &corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+			Reason: intern(c.Reason), Message: internMessage(c.Message), LastTransitionTime: c.LastTransitionTime}
+	}
 	if mode, ok := o.Annotations[batch.AnnotationRunMode]; ok {
 		p.Annotations = map[string]string{batch.AnnotationRunMode: mode}
 	}
@@ -85,6 +93,9 @@ func (p *CachedPod) Pod() *corev1.Pod {
 	}
 	if p.Unscheduled != nil {
 		pod.Status.Conditions = append(pod.Status.Conditions, *p.Unscheduled)
+	}
+	if p.Disruption != nil {
+		pod.Status.Conditions = append(pod.Status.Conditions, *p.Disruption)
 	}
 	pod.Status.ContainerStatuses = make([]corev1.ContainerStatus, len(p.Containers))
 	for i, c := range p.Containers {

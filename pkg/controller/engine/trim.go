@@ -14,6 +14,7 @@ import (
 //   - Pod: a CachedPod, of its annotations only batch.AnnotationRunMode; spec.nodeName;
 //     status phase, reason, message, the Ready condition's status, the PodScheduled
 //     condition while it is False (reason, message, lastTransitionTime: why the pod waits),
+//     the DisruptionTarget condition while it is True (why the pod went, if not by failing),
 //     and each container's name and state: whether it waits (reason and message), runs, or
 //     ended (exit code, reason, finishedAt);
 //   - Secret: its data (a job's SSH keys are kept from it when the Secret is built again);

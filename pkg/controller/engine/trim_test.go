@@ -73,6 +73,10 @@ func TestTrimmedChildrenDecideAlike(t *testing.T) {
 	deleting.DeletionTimestamp = &metav1.Time{Time: now}
 	debug := full(ready(pod("job-worker-1", "w1", corev1.PodRunning, 0)))
 	debug.Annotations = map[string]string{batch.AnnotationRunMode: batch.RunModeDebug}
+	evicted := full(pod("job-worker-1", "w1", corev1.PodRunning, 0))
+	evicted.DeletionTimestamp = &metav1.Time{Time: now}
+	evicted.Status.Conditions = append(evicted.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+		Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting", LastTransitionTime: metav1.NewTime(now)})
 	succeeded := full(pod("job-worker-0", "w0", corev1.PodSucceeded, 0))
 	succeeded.CreationTimestamp = metav1.Time{Time: now.Add(-time.Hour)}
 
@@ -121,6 +125,9 @@ func TestTrimmedChildrenDecideAlike(t *testing.T) {
 		{"a pod the scheduler cannot place, one that waits for its image", restartOnFailure,
 			statusWith(batch.JobPending, replicaStatus("job-worker-0", "w0", batch.ReplicaPending, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaPending, 0)),
 			[]*corev1.Pod{unplaced(full(waiting("job-worker-0", "w0", "ContainerCreating"))), full(waiting("job-worker-1", "w1", "ImagePullBackOff"))}, nil},
+		{"pods evicted: by their kubelet, and through the API", restartOnFailure,
+			statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
+			[]*corev1.Pod{full(disruptedPod("job-worker-0", "w0", "TerminationByKubelet")), evicted}, nil},
 		{"success and clean-up", restartOnFailure,
 			statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
 			[]*corev1.Pod{succeeded, full(pod("job-worker-1", "w1", corev1.PodSucceeded, 0))}, []metav1.Object{service}},
@@ -168,7 +175,7 @@ func summary(t *testing.T, d *Decision) string {
 	data, err := json.MarshalIndent(map[string]any{
 		"status": d.Status, "kindStatus": d.KindStatus, "createPods": names(d.CreatePods), "deletePods": names(d.DeletePods),
 		"create": names(d.CreateObjects), "update": names(d.UpdateObjects), "delete": names(d.DeleteObjects),
-		"restarted": d.Restarted, "requeue": d.RequeueAfter, "outcome": d.Outcome, "waiting": d.Waiting, "hint": d.DebugHint,
+		"restarted": d.Restarted, "disrupted": d.Disrupted, "jobRestart": d.JobRestart, "requeue": d.RequeueAfter, "outcome": d.Outcome, "waiting": d.Waiting, "hint": d.DebugHint,
 	}, "", " ")
 	if err != nil {
 		t.Fatal(err)

@@ -282,7 +282,7 @@ func (x *decider) startupDeadline(job string, start *metav1.Time, old *batch.Job
 		state := strings.ToLower(string(r.status.Phase))
 		switch {
 		case r.view.Held:
-			state = "held until " + strings.Join(r.group.After, " and ") + " are ready"
+			state = "held until every " + strings.Join(r.group.After, " and ") + " is ready"
 		case state == "":
 			state = "not created"
 		}

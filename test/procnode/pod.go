@@ -161,7 +161,7 @@ func (r *podRunner) run(ctx context.Context) {
 		case <-c.exited:
 		case grace := <-r.deleting:
 			r.stop([]*container{c}, grace)
-			r.n.remove(r.pod)
+			r.removeUnlessStopping(ctx)
 			return
 		}
 		status.InitContainerStatuses = append(status.InitContainerStatuses, c.status())
@@ -212,7 +212,7 @@ func (r *podRunner) run(ctx context.Context) {
 		case <-tick.C:
 		case grace := <-r.deleting:
 			r.stop(containers, grace)
-			r.n.remove(r.pod)
+			r.removeUnlessStopping(ctx)
 			return
 		case <-ctx.Done():
 			r.stop(containers, 0)
@@ -223,11 +223,20 @@ func (r *podRunner) run(ctx context.Context) {
 	r.waitDeletion(ctx)
 }
 
+// removeUnlessStopping removes the pod object once its processes are gone, as a kubelet
+// does for a pod that was deleted; not when the node itself stops (its context is done, and
+// stopAll asked every runner to stop): a kubelet going down leaves its pods' objects.
+func (r *podRunner) removeUnlessStopping(ctx context.Context) {
+	if ctx.Err() == nil {
+		r.n.remove(r.pod)
+	}
+}
+
 // waitDeletion waits for the pod's deletion, and removes it then.
 func (r *podRunner) waitDeletion(ctx context.Context) {
 	select {
 	case <-r.deleting:
-		r.n.remove(r.pod)
+		r.removeUnlessStopping(ctx)
 	case <-ctx.Done():
 	}
 }

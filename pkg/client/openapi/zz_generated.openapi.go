@@ -573,6 +573,13 @@ func schema_pkg_apis_batch_v1beta1_ColossalAIJobSpec(ref common.ReferenceCallbac
 							Format:      "",
 						},
 					},
+					"managedBy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ManagedBy names the controller that runs the job: empty or batch.tensorstack.dev/job-controller for this project's controller; kueue.x-k8s.io/multikueue for Kueue's MultiKueue, which runs a copy of the job on a worker cluster and copies its status back. A job managed by another controller gets no pods, children or status from this one, only its Kueue Workload when it asks for a queue (docs/queueing.md, \"Across clusters with MultiKueue\"). It cannot change once the job exists.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"ssh": {
 						SchemaProps: spec.SchemaProps{
 							Description: "SSH configures the SSH connection from the launcher to the workers.",
@@ -1059,6 +1066,13 @@ func schema_pkg_apis_batch_v1beta1_GenericJobSpec(ref common.ReferenceCallback) 
 							Format:      "",
 						},
 					},
+					"managedBy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ManagedBy names the controller that runs the job: empty or batch.tensorstack.dev/job-controller for this project's controller; kueue.x-k8s.io/multikueue for Kueue's MultiKueue, which runs a copy of the job on a worker cluster and copies its status back. A job managed by another controller gets no pods, children or status from this one, only its Kueue Workload when it asks for a queue (docs/queueing.md, \"Across clusters with MultiKueue\"). It cannot change once the job exists.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"replicaSpecs": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -1390,7 +1404,7 @@ func schema_pkg_apis_batch_v1beta1_Lifecycle(ref common.ReferenceCallback) commo
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "Lifecycle holds the controls every kind shares over a job's life beyond its replicas' restart policies: when a finished job goes, how long its replicas may take to start, and what one restart restarts (docs/lifecycle.md). Each kind's spec has them at its top level, as a batch/v1 Job has its own.",
+				Description: "Lifecycle holds the controls every kind shares over a job's life beyond its replicas' restart policies: when a finished job goes, how long its replicas may take to start, what one restart restarts (docs/lifecycle.md), and which controller runs it. Each kind's spec has them at its top level, as a batch/v1 Job has its own.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"ttlSecondsAfterFinished": {
@@ -1410,6 +1424,13 @@ func schema_pkg_apis_batch_v1beta1_Lifecycle(ref common.ReferenceCallback) commo
 					"restartScope": {
 						SchemaProps: spec.SchemaProps{
 							Description: "RestartScope says what a restart restarts: Replica (the default) restarts the replica whose policy asks for it, alone; Job deletes every replica of the job and creates them again together, once all the old pods are gone, for a group that cannot take one new member back (PyTorch DDP without elastic rendezvous). With Job, the failed replica's restartPolicy and limit decide whether the job restarts, every replica's restartCount goes up by one, and backoffLimit bounds status.restarts, the job's restarts.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"managedBy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ManagedBy names the controller that runs the job: empty or batch.tensorstack.dev/job-controller for this project's controller; kueue.x-k8s.io/multikueue for Kueue's MultiKueue, which runs a copy of the job on a worker cluster and copies its status back. A job managed by another controller gets no pods, children or status from this one, only its Kueue Workload when it asks for a queue (docs/queueing.md, \"Across clusters with MultiKueue\"). It cannot change once the job exists.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -1542,6 +1563,13 @@ func schema_pkg_apis_batch_v1beta1_MPIJobSpec(ref common.ReferenceCallback) comm
 					"restartScope": {
 						SchemaProps: spec.SchemaProps{
 							Description: "RestartScope says what a restart restarts: Replica (the default) restarts the replica whose policy asks for it, alone; Job deletes every replica of the job and creates them again together, once all the old pods are gone, for a group that cannot take one new member back (PyTorch DDP without elastic rendezvous). With Job, the failed replica's restartPolicy and limit decide whether the job restarts, every replica's restartCount goes up by one, and backoffLimit bounds status.restarts, the job's restarts.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"managedBy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ManagedBy names the controller that runs the job: empty or batch.tensorstack.dev/job-controller for this project's controller; kueue.x-k8s.io/multikueue for Kueue's MultiKueue, which runs a copy of the job on a worker cluster and copies its status back. A job managed by another controller gets no pods, children or status from this one, only its Kueue Workload when it asks for a queue (docs/queueing.md, \"Across clusters with MultiKueue\"). It cannot change once the job exists.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -2359,6 +2387,13 @@ func schema_pkg_apis_batch_v1beta1_TensorFlowTrainingJobSpec(ref common.Referenc
 							Format:      "",
 						},
 					},
+					"managedBy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ManagedBy names the controller that runs the job: empty or batch.tensorstack.dev/job-controller for this project's controller; kueue.x-k8s.io/multikueue for Kueue's MultiKueue, which runs a copy of the job on a worker cluster and copies its status back. A job managed by another controller gets no pods, children or status from this one, only its Kueue Workload when it asks for a queue (docs/queueing.md, \"Across clusters with MultiKueue\"). It cannot change once the job exists.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"replicaSpecs": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -2730,6 +2765,13 @@ func schema_pkg_apis_batch_v1beta1_XGBoostTrainingJobSpec(ref common.ReferenceCa
 					"restartScope": {
 						SchemaProps: spec.SchemaProps{
 							Description: "RestartScope says what a restart restarts: Replica (the default) restarts the replica whose policy asks for it, alone; Job deletes every replica of the job and creates them again together, once all the old pods are gone, for a group that cannot take one new member back (PyTorch DDP without elastic rendezvous). With Job, the failed replica's restartPolicy and limit decide whether the job restarts, every replica's restartCount goes up by one, and backoffLimit bounds status.restarts, the job's restarts.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"managedBy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ManagedBy names the controller that runs the job: empty or batch.tensorstack.dev/job-controller for this project's controller; kueue.x-k8s.io/multikueue for Kueue's MultiKueue, which runs a copy of the job on a worker cluster and copies its status back. A job managed by another controller gets no pods, children or status from this one, only its Kueue Workload when it asks for a queue (docs/queueing.md, \"Across clusters with MultiKueue\"). It cannot change once the job exists.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

@@ -219,7 +219,8 @@ func (c *Controller) sync(ctx context.Context, key string) (requeue time.Duratio
 	job.GetObjectKind().SetGroupVersionKind(c.adapter.GroupVersionKind())
 	logger := klog.FromContext(ctx).WithValues("kind", c.kind, "job", key)
 
-	if Finished(job.JobStatus()) && len(job.JobStatus().Tasks) == 0 {
+	elsewhere := job.JobLifecycle().ManagedElsewhere()
+	if Finished(job.JobStatus()) && len(job.JobStatus().Tasks) == 0 && !elsewhere {
 		// Failed before anything was created: nothing left to do but tell the admitters,
 		// which may hold something for it (a queued job's quota).
 		return 0, c.ended(ctx, job)
@@ -239,6 +240,9 @@ func (c *Controller) sync(ctx context.Context, key string) (requeue time.Duratio
 		return 0, c.fail(ctx, key, job, "InvalidSpec", invalid)
 	case err != nil:
 		return 0, err
+	}
+	if elsewhere {
+		return c.syncElsewhere(ctx, key, job, plan, children, verdicts)
 	}
 	d := Decide(job, plan, children, verdicts.combined(), c.now())
 	if d.BuildErr != nil {

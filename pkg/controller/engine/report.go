@@ -30,6 +30,9 @@ type Report struct {
 	KeptRunning []string
 	// Now is the sync's time.
 	Now time.Time
+	// Elsewhere: another controller runs the job (spec.managedBy) and reports its status;
+	// this one made no pod, and its decision wrote nothing but the admitters' children.
+	Elsewhere bool
 }
 
 // report is what a decision did to the job, for the admitters.

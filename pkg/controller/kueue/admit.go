@@ -18,6 +18,8 @@ const maxPodSets = 8
 type note struct {
 	wl    *kueue.Workload
 	state *state
+	// adopt is a prebuilt Workload to make the job's (prebuilt.go).
+	adopt *kueue.Workload
 }
 
 // Admit puts a job that asks for a queue in it: its verdict is Kueue's, and the plan gets the
@@ -34,6 +36,9 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 			maxPodSets, len(plan.Groups))}
 	}
 	wl := workloadOf(children.Objects)
+	if name := job.GetLabels()[kueue.LabelPrebuiltWorkload]; name != "" {
+		return a.admitPrebuilt(job, plan, q, name, wl)
+	}
 	if engine.Finished(job.JobStatus()) {
 		// An ended job keeps its Workload as it is (Finished), whatever its queue, flavors or
 		// priority class became since.

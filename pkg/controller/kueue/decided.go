@@ -24,7 +24,12 @@ import (
 // the controller's copy of a Workload lacks Kueue's other fields, so it is never written
 // whole, and a change since is not overwritten (the conflict retries the sync).
 func (a *Admitter) patchWorkload(ctx context.Context, wl *kueue.Workload, fields map[string]any, subresources ...string) error {
-	fields["metadata"] = map[string]any{"resourceVersion": wl.ResourceVersion}
+	metadata, _ := fields["metadata"].(map[string]any)
+	if metadata == nil {
+		metadata = map[string]any{}
+		fields["metadata"] = metadata
+	}
+	metadata["resourceVersion"] = wl.ResourceVersion
 	patch, err := json.Marshal(fields)
 	if err != nil {
 		return err
@@ -39,6 +44,9 @@ func (a *Admitter) patchWorkload(ctx context.Context, wl *kueue.Workload, fields
 // sync.
 func (a *Admitter) Decided(ctx context.Context, job engine.Job, v *engine.Verdict, r engine.Report) error {
 	n := v.Note.(*note)
+	if n.adopt != nil {
+		return a.adopt(ctx, job, n.adopt)
+	}
 	a.record(job, n, r)
 	wl := n.wl
 	if wl == nil || wl.DeletionTimestamp != nil || slices.Contains(r.Decision.DeleteObjects, metav1.Object(wl)) {

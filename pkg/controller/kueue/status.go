@@ -41,6 +41,9 @@ func workloadConditions(wl *kueue.Workload, r engine.Report) (conds []metav1.Con
 	}
 	evicted := meta.FindStatusCondition(conds, kueue.WorkloadEvicted)
 	switch {
+	case r.Elsewhere && (evicted == nil || evicted.Status != metav1.ConditionTrue):
+		// Another controller runs the job (MultiKueue, which finishes the Workload itself):
+		// only an eviction is this one's to hand back.
 	case engine.Finished(d.Status):
 		// A pod being deleted runs until it is gone; one that ended holds nothing.
 		if !meta.IsStatusConditionTrue(conds, kueue.WorkloadFinished) && !r.Running {

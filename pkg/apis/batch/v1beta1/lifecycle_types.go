@@ -1,8 +1,8 @@
 package v1beta1
 
 // Lifecycle holds the controls every kind shares over a job's life beyond its replicas'
-// restart policies: when a finished job goes, how long its replicas may take to start, and
-// what one restart restarts (docs/lifecycle.md). Each kind's spec has them at its top level,
+// restart policies: when a finished job goes, how long its replicas may take to start, what
+// one restart restarts (docs/lifecycle.md), and which controller runs it. Each kind's spec has them at its top level,
 // as a batch/v1 Job has its own.
 type Lifecycle struct {
 	// TTLSecondsAfterFinished deletes the job, with its pods, Services and other children,
@@ -30,6 +30,29 @@ type Lifecycle struct {
 	// goes up by one, and backoffLimit bounds status.restarts, the job's restarts.
 	// +optional
 	RestartScope RestartScope `json:"restartScope,omitempty"`
+
+	// ManagedBy names the controller that runs the job: empty or
+	// batch.tensorstack.dev/job-controller for this project's controller;
+	// kueue.x-k8s.io/multikueue for Kueue's MultiKueue, which runs a copy of the job on a
+	// worker cluster and copies its status back. A job managed by another controller gets no
+	// pods, children or status from this one, only its Kueue Workload when it asks for a queue
+	// (docs/queueing.md, "Across clusters with MultiKueue"). It cannot change once the job
+	// exists.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	ManagedBy string `json:"managedBy,omitempty"`
+}
+
+// ControllerName is the project's controller's name in spec.managedBy.
+const ControllerName = "batch.tensorstack.dev/job-controller"
+
+// MultiKueueControllerName is Kueue's MultiKueue in spec.managedBy.
+const MultiKueueControllerName = "kueue.x-k8s.io/multikueue"
+
+// ManagedElsewhere reports whether spec.managedBy names a controller other than this
+// project's.
+func (l *Lifecycle) ManagedElsewhere() bool {
+	return l.ManagedBy != "" && l.ManagedBy != ControllerName
 }
 
 // RestartScope is what one restart restarts.

@@ -42,9 +42,10 @@ type XGBoostTrainingJob struct {
 // +kubebuilder:validation:XValidation:rule="(has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.enabled) && oldSelf.runMode.pause.enabled) || (has(self.runMode) && has(self.runMode.pause) && has(self.runMode.pause.enabled) && self.runMode.pause.enabled) || (has(self.scheduler) == has(oldSelf.scheduler) && (!has(self.scheduler) || self.scheduler == oldSelf.scheduler))",message="spec.scheduler cannot change while the job runs, since its replicas were created from it: pause the job first (spec.runMode.pause.enabled: true), change it, then resume; or create a new job"
 // +kubebuilder:validation:XValidation:rule="(has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.enabled) && oldSelf.runMode.pause.enabled) || (has(self.runMode) && has(self.runMode.pause) && has(self.runMode.pause.enabled) && self.runMode.pause.enabled) || ((has(self.runMode) && has(self.runMode.debug)) == (has(oldSelf.runMode) && has(oldSelf.runMode.debug)) && (!(has(self.runMode) && has(self.runMode.debug)) || self.runMode.debug == oldSelf.runMode.debug))",message="spec.runMode.debug cannot change while the job runs, since its replicas were created from it: pause the job first (spec.runMode.pause.enabled: true), change it, then resume; or create a new job"
 // +kubebuilder:validation:XValidation:rule="!has(self.restartScope) || self.restartScope != 'Job' || self.replicaSpecs.exists(r, has(r.restartPolicy) && r.restartPolicy != 'Never')",message="spec.restartScope: Job restarts every replica when one is restarted, but no replica type of this job is ever restarted: give one a restartPolicy (OnFailure or ExitCode, say), or leave spec.restartScope out"
+// +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",message="spec.managedBy cannot be set, changed or removed once the job exists: it says which controller runs the job; create a new job instead"
 type XGBoostTrainingJobSpec struct {
-	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds and restartScope, as
-	// every kind has them (docs/lifecycle.md).
+	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope and
+	// managedBy, as every kind has them (docs/lifecycle.md).
 	Lifecycle `json:",inline"`
 
 	// ReplicaSpecs lists the replica types: exactly one master, and workers; their replicas

@@ -14,6 +14,10 @@ const (
 	// LabelJobUID, on a Workload, holds the UID of the job it stands for: Kueue names the
 	// preempting job by it in a preempted workload's message.
 	LabelJobUID = "kueue.x-k8s.io/job-uid"
+	// LabelPrebuiltWorkload, on a job, names the Workload made for it beforehand (by
+	// MultiKueue, on a worker cluster): the job runs under that Workload, adopted, never
+	// under one of its own.
+	LabelPrebuiltWorkload = "kueue.x-k8s.io/prebuilt-workload-name"
 )
 
 // Workload condition types Kueue sets, and those the job's controller sets.

@@ -2474,6 +2474,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ColossalAILauncher
       default: {}
+    - name: managedBy
+      type:
+        scalar: string
     - name: restartScope
       type:
         scalar: string
@@ -2657,6 +2660,9 @@ var schemaYAML = typed.YAMLObject(`types:
                     scalar: numeric
                   elementRelationship: atomic
           elementRelationship: atomic
+    - name: managedBy
+      type:
+        scalar: string
     - name: replicaSpecs
       type:
         list:
@@ -2801,6 +2807,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.MPIJobSpec
   map:
     fields:
+    - name: managedBy
+      type:
+        scalar: string
     - name: mca
       type:
         map:
@@ -3088,6 +3097,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.TensorFlowTrainingJobSpec
   map:
     fields:
+    - name: managedBy
+      type:
+        scalar: string
     - name: replicaSpecs
       type:
         list:
@@ -3216,6 +3228,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.XGBoostTrainingJobSpec
   map:
     fields:
+    - name: managedBy
+      type:
+        scalar: string
     - name: replicaSpecs
       type:
         list:

@@ -27,8 +27,8 @@ import (
 //
 // ColossalAIJobSpec is the desired state of a ColossalAIJob.
 type ColossalAIJobSpecApplyConfiguration struct {
-	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds and restartScope, as
-	// every kind has them (docs/lifecycle.md).
+	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope and
+	// managedBy, as every kind has them (docs/lifecycle.md).
 	LifecycleApplyConfiguration `json:""`
 	// SSH configures the SSH connection from the launcher to the workers.
 	SSH *SSHConfigApplyConfiguration `json:"ssh,omitempty"`
@@ -73,6 +73,14 @@ func (b *ColossalAIJobSpecApplyConfiguration) WithStartupDeadlineSeconds(value i
 // If called multiple times, the RestartScope field is set to the value of the last call.
 func (b *ColossalAIJobSpecApplyConfiguration) WithRestartScope(value batchv1beta1.RestartScope) *ColossalAIJobSpecApplyConfiguration {
 	b.LifecycleApplyConfiguration.RestartScope = &value
+	return b
+}
+
+// WithManagedBy sets the ManagedBy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ManagedBy field is set to the value of the last call.
+func (b *ColossalAIJobSpecApplyConfiguration) WithManagedBy(value string) *ColossalAIJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.ManagedBy = &value
 	return b
 }
 

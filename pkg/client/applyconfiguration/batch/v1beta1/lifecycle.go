@@ -26,8 +26,8 @@ import (
 // with apply.
 //
 // Lifecycle holds the controls every kind shares over a job's life beyond its replicas'
-// restart policies: when a finished job goes, how long its replicas may take to start, and
-// what one restart restarts (docs/lifecycle.md). Each kind's spec has them at its top level,
+// restart policies: when a finished job goes, how long its replicas may take to start, what
+// one restart restarts (docs/lifecycle.md), and which controller runs it. Each kind's spec has them at its top level,
 // as a batch/v1 Job has its own.
 type LifecycleApplyConfiguration struct {
 	// TTLSecondsAfterFinished deletes the job, with its pods, Services and other children,
@@ -48,6 +48,14 @@ type LifecycleApplyConfiguration struct {
 	// restartPolicy and limit decide whether the job restarts, every replica's restartCount
 	// goes up by one, and backoffLimit bounds status.restarts, the job's restarts.
 	RestartScope *batchv1beta1.RestartScope `json:"restartScope,omitempty"`
+	// ManagedBy names the controller that runs the job: empty or
+	// batch.tensorstack.dev/job-controller for this project's controller;
+	// kueue.x-k8s.io/multikueue for Kueue's MultiKueue, which runs a copy of the job on a
+	// worker cluster and copies its status back. A job managed by another controller gets no
+	// pods, children or status from this one, only its Kueue Workload when it asks for a queue
+	// (docs/queueing.md, "Across clusters with MultiKueue"). It cannot change once the job
+	// exists.
+	ManagedBy *string `json:"managedBy,omitempty"`
 }
 
 // LifecycleApplyConfiguration constructs a declarative configuration of the Lifecycle type for use with
@@ -77,5 +85,13 @@ func (b *LifecycleApplyConfiguration) WithStartupDeadlineSeconds(value int64) *L
 // If called multiple times, the RestartScope field is set to the value of the last call.
 func (b *LifecycleApplyConfiguration) WithRestartScope(value batchv1beta1.RestartScope) *LifecycleApplyConfiguration {
 	b.RestartScope = &value
+	return b
+}
+
+// WithManagedBy sets the ManagedBy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ManagedBy field is set to the value of the last call.
+func (b *LifecycleApplyConfiguration) WithManagedBy(value string) *LifecycleApplyConfiguration {
+	b.ManagedBy = &value
 	return b
 }

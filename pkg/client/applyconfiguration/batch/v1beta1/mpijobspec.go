@@ -27,8 +27,8 @@ import (
 //
 // MPIJobSpec is the desired state of an MPIJob.
 type MPIJobSpecApplyConfiguration struct {
-	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds and restartScope, as
-	// every kind has them (docs/lifecycle.md).
+	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope and
+	// managedBy, as every kind has them (docs/lifecycle.md).
 	LifecycleApplyConfiguration `json:""`
 	// Worker configures the workers, and the program mpirun starts on them.
 	Worker *MPIWorkerSpecApplyConfiguration `json:"worker,omitempty"`
@@ -76,6 +76,14 @@ func (b *MPIJobSpecApplyConfiguration) WithStartupDeadlineSeconds(value int64) *
 // If called multiple times, the RestartScope field is set to the value of the last call.
 func (b *MPIJobSpecApplyConfiguration) WithRestartScope(value batchv1beta1.RestartScope) *MPIJobSpecApplyConfiguration {
 	b.LifecycleApplyConfiguration.RestartScope = &value
+	return b
+}
+
+// WithManagedBy sets the ManagedBy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ManagedBy field is set to the value of the last call.
+func (b *MPIJobSpecApplyConfiguration) WithManagedBy(value string) *MPIJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.ManagedBy = &value
 	return b
 }
 

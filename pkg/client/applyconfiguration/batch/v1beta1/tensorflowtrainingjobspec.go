@@ -27,8 +27,8 @@ import (
 //
 // TensorFlowTrainingJobSpec is the desired state of a TensorFlowTrainingJob.
 type TensorFlowTrainingJobSpecApplyConfiguration struct {
-	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds and restartScope, as
-	// every kind has them (docs/lifecycle.md).
+	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope and
+	// managedBy, as every kind has them (docs/lifecycle.md).
 	LifecycleApplyConfiguration `json:""`
 	// ReplicaSpecs lists the replica types: chief (at most one), worker, ps and evaluator.
 	// Types must be unique, and their replicas add up to at most 750 (the status lists every
@@ -72,6 +72,14 @@ func (b *TensorFlowTrainingJobSpecApplyConfiguration) WithStartupDeadlineSeconds
 // If called multiple times, the RestartScope field is set to the value of the last call.
 func (b *TensorFlowTrainingJobSpecApplyConfiguration) WithRestartScope(value batchv1beta1.RestartScope) *TensorFlowTrainingJobSpecApplyConfiguration {
 	b.LifecycleApplyConfiguration.RestartScope = &value
+	return b
+}
+
+// WithManagedBy sets the ManagedBy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ManagedBy field is set to the value of the last call.
+func (b *TensorFlowTrainingJobSpecApplyConfiguration) WithManagedBy(value string) *TensorFlowTrainingJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.ManagedBy = &value
 	return b
 }
 

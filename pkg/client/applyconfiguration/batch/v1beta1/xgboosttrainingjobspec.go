@@ -27,8 +27,8 @@ import (
 //
 // XGBoostTrainingJobSpec is the desired state of an XGBoostTrainingJob.
 type XGBoostTrainingJobSpecApplyConfiguration struct {
-	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds and restartScope, as
-	// every kind has them (docs/lifecycle.md).
+	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope and
+	// managedBy, as every kind has them (docs/lifecycle.md).
 	LifecycleApplyConfiguration `json:""`
 	// ReplicaSpecs lists the replica types: exactly one master, and workers; their replicas
 	// add up to at most 750 (the status lists every replica, in one object).
@@ -69,6 +69,14 @@ func (b *XGBoostTrainingJobSpecApplyConfiguration) WithStartupDeadlineSeconds(va
 // If called multiple times, the RestartScope field is set to the value of the last call.
 func (b *XGBoostTrainingJobSpecApplyConfiguration) WithRestartScope(value batchv1beta1.RestartScope) *XGBoostTrainingJobSpecApplyConfiguration {
 	b.LifecycleApplyConfiguration.RestartScope = &value
+	return b
+}
+
+// WithManagedBy sets the ManagedBy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ManagedBy field is set to the value of the last call.
+func (b *XGBoostTrainingJobSpecApplyConfiguration) WithManagedBy(value string) *XGBoostTrainingJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.ManagedBy = &value
 	return b
 }
 

@@ -1,0 +1,67 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Jobs another controller runs (spec.managedBy; docs/queueing.md, "Across clusters with
+// MultiKueue"). On a MultiKueue manager cluster a job names kueue.x-k8s.io/multikueue:
+// Kueue's MultiKueue runs a copy of it on a worker cluster and writes the copy's status into
+// it. This controller then keeps only what its admitters make for the job (the Workload by
+// which Kueue queues it, and MultiKueue dispatches it), and nothing else: no pods, Services
+// or other children, and no status write.
+
+// syncElsewhere keeps the admitters' children of a job another controller runs, and deletes
+// any other child the job has (made before it was handed over; it cannot be, but a child is
+// never left to run twice).
+func (c *Controller) syncElsewhere(ctx context.Context, key string, job Job, plan *Plan, children Children, verdicts *verdicts) (time.Duration, error) {
+	d := Decide(job, plan, children, verdicts.combined(), c.now())
+	if d.BuildErr != nil {
+		return 0, d.BuildErr
+	}
+	admitters := map[*ChildKind]bool{}
+	for _, a := range c.options.Admitters {
+		for _, k := range a.Kinds() {
+			admitters[k] = true
+		}
+	}
+	keep := func(objs []metav1.Object) []metav1.Object {
+		var out []metav1.Object
+		for _, o := range objs {
+			if admitters[c.kinds.of(o)] {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+	others := live(children.Objects)
+	var gone []metav1.Object
+	for _, o := range others {
+		if !admitters[c.kinds.of(o)] {
+			gone = append(gone, o)
+		}
+	}
+	gone = append(gone, keep(d.DeleteObjects)...)
+	if err := c.deleteAll(ctx, key, job, live(children.Pods), gone); err != nil {
+		return 0, err
+	}
+	writes := &Decision{Status: job.JobStatus(), CreateObjects: keep(d.CreateObjects), UpdateObjects: keep(d.UpdateObjects), DeleteObjects: gone}
+	if _, err := c.createAll(ctx, key, job, writes); err != nil {
+		return 0, err
+	}
+	// The admitters hear of the sync as the job's own controller reports it (its status), so
+	// that a queue's eviction is handed back at once: there is no pod to wait for here.
+	if len(verdicts.by) > 0 {
+		r := c.report(writes, children, conditionOf(job.JobStatus(), "Running").Reason)
+		r.Elsewhere = true
+		for i, admitter := range verdicts.by {
+			if err := admitter.Decided(ctx, job, verdicts.list[i], r); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return d.RequeueAfter, nil
+}

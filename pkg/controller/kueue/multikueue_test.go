@@ -1,0 +1,86 @@
+package kueue
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
+)
+
+// MultiKueue (docs/queueing.md, "Across clusters with MultiKueue"): on the manager, a job
+// managed by MultiKueue has its Workload and nothing else; on a worker, its copy runs under
+// the Workload MultiKueue made for it, adopted.
+
+// On the manager: the Workload is made, and once Kueue admits it no pod is made and the
+// job's status is left to MultiKueue; an eviction is handed back at once.
+func TestManagedByMultiKueueHasOnlyItsWorkload(t *testing.T) {
+	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
+	job.Spec.ManagedBy = batch.MultiKueueControllerName
+	s := newQueueTest(t, job, true, Config{}, flavors...)
+	s.Step(t)
+	if wl := s.workload(t); len(wl.Spec.PodSets) != 2 || metav1.GetControllerOf(wl) == nil {
+		t.Fatalf("the manager's Workload %+v: want two pod sets, controlled by the job", wl)
+	}
+	s.kueueDecides(t, admit)
+	s.Step(t)
+	if pods := s.Pods(t); len(pods) != 0 {
+		t.Errorf("a job MultiKueue manages got %d pods on the manager", len(pods))
+	}
+	if st := s.Job(t).Status; st.Phase != "" || len(st.Conditions) != 0 {
+		t.Errorf("the controller wrote the status of a job MultiKueue manages: %+v", st)
+	}
+	if wl := s.workload(t); meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPodsReady) != nil {
+		t.Errorf("the manager's Workload got PodsReady from a controller that runs no pod: %+v", wl.Status.Conditions)
+	}
+
+	s.kueueDecides(t, func(wl *kueue.Workload) {
+		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "AdmissionCheck", Message: "Reserving remote lost"})
+	})
+	s.Step(t)
+	if wl := s.workload(t); wl.Status.Admission != nil || meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) {
+		t.Errorf("an evicted Workload of a job MultiKueue manages was not handed back: %+v", wl.Status)
+	}
+}
+
+// On a worker: the copy MultiKueue made (labelled with its prebuilt Workload) adopts that
+// Workload, makes none of its own, changes nothing of its spec, and runs once it is admitted.
+func TestPrebuiltWorkloadIsAdopted(t *testing.T) {
+	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a", kueue.LabelPrebuiltWorkload: "genericjob-job"})
+	s := newQueueTest(t, job, true, Config{}, flavors...)
+	prebuilt := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "genericjob-job", Namespace: "ns",
+		Labels: map[string]string{batch.LabelJobName: "job", batch.LabelControllerUID: "manager-uid", "kueue.x-k8s.io/multikueue-origin": "multikueue"}},
+		Spec: kueue.WorkloadSpec{QueueName: "team-a", PodSets: []kueue.PodSet{{Name: "worker", Count: 2, Template: cpuTemplate(0)}, {Name: "ps", Count: 1, Template: cpuTemplate(0)}}}}
+	if _, err := s.kueue.KueueV1beta2().Workloads("ns").Create(context.Background(), prebuilt, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Refresh(t)
+	s.Step(t)
+	wl := s.workload(t)
+	if ref := metav1.GetControllerOf(wl); ref == nil || ref.UID != "job-uid" || ref.Kind != "GenericJob" {
+		t.Fatalf("the prebuilt Workload's controller is %v, want the job", ref)
+	}
+	if wl.Labels[batch.LabelControllerUID] != "job-uid" || wl.Labels[kueue.LabelJobUID] != "job-uid" || wl.Labels["kueue.x-k8s.io/multikueue-origin"] != "multikueue" {
+		t.Errorf("the adopted Workload's labels %v: want the job's UID, MultiKueue's own kept", wl.Labels)
+	}
+	if events := drain(s.Events); !strings.Contains(events, "Adopted Workload genericjob-job") {
+		t.Errorf("no Adopted event:\n%s", events)
+	}
+	s.Step(t)
+	list, _ := s.kueue.KueueV1beta2().Workloads("ns").List(context.Background(), metav1.ListOptions{})
+	if len(list.Items) != 1 || len(s.Pods(t)) != 0 {
+		t.Fatalf("%d Workloads and %d pods before the admission: want the prebuilt one alone, no pod", len(list.Items), len(s.Pods(t)))
+	}
+	s.kueueDecides(t, admit)
+	s.Step(t)
+	if pods := s.Pods(t); len(pods) != 3 {
+		t.Errorf("%d pods once the prebuilt Workload is admitted, want 3", len(pods))
+	}
+	if wl := s.workload(t); wl.Spec.QueueName != "team-a" || len(wl.Spec.PodSets) != 2 || wl.Spec.PodSets[0].Template.Spec.Containers == nil {
+		t.Errorf("the prebuilt Workload's spec changed: %+v", wl.Spec)
+	}
+}

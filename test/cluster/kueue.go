@@ -84,6 +84,9 @@ type KueueOptions struct {
 	// PodsReadyTimeout is Kueue's waitForPodsReady timeout: an admitted job whose pods are
 	// not all ready by then is evicted (5m when zero).
 	PodsReadyTimeout time.Duration
+	// WorkerLostTimeout is MultiKueue's: a job whose worker cluster cannot be reached for
+	// that long is queued again (15m when zero, Kueue's default).
+	WorkerLostTimeout time.Duration
 }
 
 // kueueSetup is what StartKueue's steps share.
@@ -153,7 +156,10 @@ func (c *Cluster) StartKueue(ctx context.Context, opts KueueOptions) (err error)
 	if opts.PodsReadyTimeout == 0 {
 		opts.PodsReadyTimeout = 5 * time.Minute
 	}
-	config, err := k.writeConfig(ports[1], opts.PodsReadyTimeout)
+	if opts.WorkerLostTimeout == 0 {
+		opts.WorkerLostTimeout = 15 * time.Minute
+	}
+	config, err := k.writeConfig(ports[1], opts.PodsReadyTimeout, opts.WorkerLostTimeout)
 	if err != nil {
 		return err
 	}
@@ -410,9 +416,10 @@ func (k *kueueSetup) clientConfig(rules []admissionv1.RuleWithOperations, config
 // writeConfig writes Kueue's Configuration and returns its path. The webhook server, the
 // metrics server and the health probes listen on loopback, on free ports. Waiting for pods
 // to be ready evicts a workload whose pods are not all ready 5 minutes after admission, and
-// does not hold back other admissions meanwhile. VisibilityOnDemand is off: it serves an
-// aggregated API that would need an APIService and a fixed port.
-func (k *kueueSetup) writeConfig(metricsPort int, podsReadyTimeout time.Duration) (string, error) {
+// does not hold back other admissions meanwhile. MultiKueue knows the project's kinds: a
+// cluster connected to workers (ConnectMultiKueue) dispatches them. VisibilityOnDemand is
+// off: it serves an aggregated API that would need an APIService and a fixed port.
+func (k *kueueSetup) writeConfig(metricsPort int, podsReadyTimeout, workerLostTimeout time.Duration) (string, error) {
 	path := filepath.Join(k.dir, "config.yaml")
 	config := fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
@@ -442,11 +449,17 @@ integrations:
   frameworks:
   - batch/job
   externalFrameworks:
-  - %s
+  - %[9]s
+multiKueue:
+  gcInterval: 30s
+  workerLostTimeout: %[10]s
+  externalFrameworks:
+  - name: %[11]s
 featureGates:
   VisibilityOnDemand: false
 `, KueueNamespace, k.webhookPort, filepath.Join(k.dir, "certs"), metricsPort, k.healthPort,
-		kueueWebhookService, kueueWebhookSecret, podsReadyTimeout, strings.Join(kueueFrameworks, "\n  - "))
+		kueueWebhookService, kueueWebhookSecret, podsReadyTimeout, strings.Join(kueueFrameworks, "\n  - "),
+		workerLostTimeout, strings.Join(kueueFrameworks, "\n  - name: "))
 	return path, os.WriteFile(path, []byte(config), 0o644)
 }
 

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/t9k-jobs/t9k-jobs/examples"
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
@@ -177,6 +178,12 @@ func TestMPIPauseAndResume(t *testing.T) {
 // made for it (pods that mount it can then be scheduled).
 func boundClaim(t *testing.T, ns, name string) {
 	t.Helper()
+	boundClaimOn(t, env.kube, ns, name)
+}
+
+// boundClaimOn is boundClaim on the cluster of kube.
+func boundClaimOn(t *testing.T, kube kubernetes.Interface, ns, name string) {
+	t.Helper()
 	ctx := context.Background()
 	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Spec: corev1.PersistentVolumeSpec{
 		Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
@@ -185,17 +192,17 @@ func boundClaim(t *testing.T, ns, name string) {
 		ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: name},
 		PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 	}}
-	if _, err := env.kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+	if _, err := kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = env.kube.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+		_ = kube.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
 	})
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
 		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}, StorageClassName: new(string), VolumeName: pv.Name,
 		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 	}}
-	if _, err := env.kube.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+	if _, err := kube.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

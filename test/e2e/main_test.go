@@ -124,6 +124,7 @@ func setUpAndRun(ctx context.Context, m *testing.M) int {
 		return 1
 	}
 	code := m.Run()
+	stopMultiKueue(code != 0)
 	stopProcNode(code == 0)
 	_ = os.RemoveAll(env.kubectlCache)
 	if !stopController() {

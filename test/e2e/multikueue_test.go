@@ -1,0 +1,464 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/t9k-jobs/t9k-jobs/examples"
+	"github.com/t9k-jobs/t9k-jobs/manifests"
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
+	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
+	"github.com/t9k-jobs/t9k-jobs/test/cluster"
+	"github.com/t9k-jobs/t9k-jobs/test/harness"
+)
+
+// Jobs across clusters with MultiKueue (docs/queueing.md, "Across clusters with MultiKueue").
+// The suite's cluster is the manager; two more local clusters, each with Kueue and the
+// controller, are its workers. They start with the first test that needs them and stop when
+// the suite ends.
+
+// multiKueueCheck names the manager's AdmissionCheck, MultiKueueConfig and ClusterQueue.
+const multiKueueCheck = "multikueue"
+
+// mkWorker is one worker cluster.
+type mkWorker struct {
+	name       string
+	cluster    *cluster.Cluster
+	kube       kubernetes.Interface
+	jobs       versioned.Interface
+	dynamic    dynamic.Interface
+	controller *harness.Process
+}
+
+var mkState struct {
+	once    sync.Once
+	err     error
+	workers []*mkWorker
+}
+
+var workloadsGVR = schema.GroupVersionResource{Group: kueue.GroupName, Version: "v1beta2", Resource: "workloads"}
+
+// useMultiKueue starts the workers once and returns them.
+func useMultiKueue(t *testing.T) []*mkWorker {
+	t.Helper()
+	useKueue(t)
+	if env.cluster == nil {
+		t.Skip("MultiKueue's workers are local clusters: the suite runs against another cluster")
+	}
+	mkState.once.Do(func() { mkState.workers, mkState.err = startWorkers(context.Background()) })
+	if mkState.err != nil {
+		t.Fatal(mkState.err)
+	}
+	return mkState.workers
+}
+
+// startWorkers starts two worker clusters with Kueue, the CRDs and a controller each, and
+// connects the manager to them.
+func startWorkers(ctx context.Context) ([]*mkWorker, error) {
+	binDir, err := toolsBinDir()
+	if err != nil {
+		return nil, err
+	}
+	var workers []*mkWorker
+	clusters := map[string]*cluster.Cluster{}
+	for _, name := range []string{"worker-1", "worker-2"} {
+		dir, err := os.MkdirTemp("", "t9k-e2e-"+name+"-")
+		if err != nil {
+			return nil, err
+		}
+		c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, Dir: dir, Nodes: 2, Kueue: true, Progress: prefixed(name),
+			BeforeControllers: installCRDsOn})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		w := &mkWorker{name: name, cluster: c}
+		workers = append(workers, w)
+		mkState.workers = workers // stopped at the end of the suite, whatever happens next
+		if w.kube, err = kubernetes.NewForConfig(c.Config); err != nil {
+			return nil, err
+		}
+		if w.jobs, err = versioned.NewForConfig(c.Config); err != nil {
+			return nil, err
+		}
+		if w.dynamic, err = dynamic.NewForConfig(c.Config); err != nil {
+			return nil, err
+		}
+		addr, err := harness.FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		w.controller, err = harness.Start(controller.binary, []string{"--kubeconfig", c.Kubeconfig, "--leader-elect=false",
+			"--bind-address", addr, "--scheduler=kueue", "-v=2"}, harness.Options{Log: filepath.Join(dir, "logs", "controller.log")})
+		if err != nil {
+			return nil, err
+		}
+		if err := harness.WaitFor(ctx, name+"'s controller to run jobs", 100*time.Millisecond, 30*time.Second, func(context.Context) (bool, error) {
+			return runsJobs("http://" + addr), nil
+		}); err != nil {
+			return nil, err
+		}
+		clusters[name] = c
+	}
+	if err := env.cluster.ConnectMultiKueue(ctx, multiKueueCheck, clusters); err != nil {
+		return nil, err
+	}
+	if _, err := cluster.CreateObjects(ctx, env.dynamic, fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: %[1]s
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: %[2]s
+      resources:
+      - {name: cpu, nominalQuota: "1000"}
+      - {name: memory, nominalQuota: 1Ti}
+      - {name: nvidia.com/gpu, nominalQuota: "100"}
+  admissionChecksStrategy:
+    admissionChecks:
+    - name: %[1]s
+`, multiKueueCheck, cluster.KueueResourceFlavor)); err != nil {
+		return nil, err
+	}
+	// Active: MultiKueue reached a worker, with the project's kinds served there.
+	err = harness.WaitFor(ctx, "the MultiKueue AdmissionCheck to be active", 200*time.Millisecond, 60*time.Second, func(ctx context.Context) (bool, error) {
+		ac, err := env.dynamic.Resource(schema.GroupVersionResource{Group: kueue.GroupName, Version: "v1beta2", Resource: "admissionchecks"}).Get(ctx, multiKueueCheck, metav1.GetOptions{})
+		return err == nil && conditionTrue(ac, "Active"), nil
+	})
+	return workers, err
+}
+
+// stopMultiKueue stops the workers, keeping their logs when the suite failed.
+func stopMultiKueue(failed bool) {
+	for _, w := range mkState.workers {
+		if w.controller != nil {
+			_ = w.controller.Stop(10 * time.Second)
+		}
+		_ = w.cluster.Stop()
+		if failed {
+			fmt.Fprintf(os.Stderr, "e2e: %s's logs kept in %s\n", w.name, filepath.Join(w.cluster.Dir, "logs"))
+		} else {
+			_ = os.RemoveAll(w.cluster.Dir)
+		}
+	}
+}
+
+// installCRDsOn installs the project's CRDs on a worker before its controllers start.
+func installCRDsOn(ctx context.Context, config *rest.Config) error {
+	client, err := apiextensionsclient.NewForConfig(config)
+	if err != nil {
+		return err
+	}
+	crds, err := manifests.CRDs()
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, crd := range crds {
+		if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		names = append(names, crd.Name)
+	}
+	return cluster.WaitEstablished(ctx, client, names, 30*time.Second)
+}
+
+// prefixed writes a worker cluster's progress to stderr, its name first.
+func prefixed(name string) *prefixWriter { return &prefixWriter{prefix: name + ": "} }
+
+type prefixWriter struct{ prefix string }
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	fmt.Fprint(os.Stderr, p.prefix+string(b))
+	return len(b), nil
+}
+
+func conditionTrue(obj *unstructured.Unstructured, conditionType string) bool {
+	conditions, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conditions {
+		if m, ok := c.(map[string]any); ok && m["type"] == conditionType && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// mkNamespace makes the test's namespace on the manager and on every worker, with a
+// LocalQueue "mk" in each: on the manager to the MultiKueue ClusterQueue, on the workers to
+// their own (the Workload MultiKueue makes there keeps its queue's name).
+func mkNamespace(t *testing.T, workers []*mkWorker) string {
+	t.Helper()
+	ns := namespace(t)
+	ctx := context.Background()
+	queue := func(client dynamic.Interface, clusterQueue string) error {
+		_, err := cluster.CreateObjects(ctx, client, fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: mk, namespace: %s}
+spec: {clusterQueue: %s}
+`, ns, clusterQueue))
+		return err
+	}
+	if err := queue(env.dynamic, multiKueueCheck); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range workers {
+		if _, err := w.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := queue(w.dynamic, cluster.KueueClusterQueue); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	}
+	return ns
+}
+
+// copies lists the workers that hold a GenericJob of the name.
+func copies(ctx context.Context, workers []*mkWorker, ns, name string) []*mkWorker {
+	var out []*mkWorker
+	for _, w := range workers {
+		if _, err := w.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// multiKueueJob is a GenericJob for the manager's MultiKueue queue.
+func multiKueueJob(name string, replicas int32) *batch.GenericJob {
+	r := replica("worker", "trainer")
+	r.Replicas = ptr.To(replicas)
+	return &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{kueue.LabelQueueName: "mk"}},
+		Spec: batch.GenericJobSpec{ReplicaSpecs: []batch.GenericReplicaSpec{r}, Lifecycle: batch.Lifecycle{ManagedBy: batch.MultiKueueControllerName}}}
+}
+
+// TestMultiKueueRunsOnAWorker: a GenericJob submitted on the manager never gets a pod there;
+// exactly one copy runs on a worker, under exactly one Workload (the one MultiKueue made,
+// adopted); the manager's job shows the copy's phase and replicas, and ends Succeeded, its
+// Workload Finished and naming the worker.
+func TestMultiKueueRunsOnAWorker(t *testing.T) {
+	workers := useMultiKueue(t)
+	ns := mkNamespace(t, workers)
+	ctx := context.Background()
+	job := multiKueueJob("mk-run", 2)
+	exits(&job.Spec.ReplicaSpecs[0], 0, "4s")
+	createJob(t, ns, job)
+
+	var worker *mkWorker
+	var copied *batch.GenericJob
+	waitFor(t, "a copy running on a worker", 90*time.Second, func(ctx context.Context) (bool, error) {
+		found := copies(ctx, workers, ns, job.Name)
+		if len(found) > 1 {
+			return false, fmt.Errorf("copies on %d workers", len(found))
+		}
+		if len(found) == 1 {
+			worker = found[0]
+			j, err := worker.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+			copied = j
+			return err == nil && j.Status.Phase == batch.JobRunning, nil
+		}
+		return false, nil
+	})
+	t.Logf("running on %s", worker.name)
+	if copied.Spec.ManagedBy != "" || copied.Labels[kueue.LabelPrebuiltWorkload] == "" {
+		t.Errorf("the copy's managedBy %q and labels %v: want no managedBy, and the prebuilt Workload's label", copied.Spec.ManagedBy, copied.Labels)
+	}
+	wls, err := worker.dynamic.Resource(workloadsGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(wls.Items) != 1 || wls.Items[0].GetName() != copied.Labels[kueue.LabelPrebuiltWorkload] {
+		t.Errorf("%s holds %d Workloads, want the prebuilt one alone", worker.name, len(wls.Items))
+	} else if ref := metav1.GetControllerOf(&wls.Items[0]); ref == nil || ref.UID != copied.UID {
+		t.Errorf("the worker's Workload is controlled by %v, want the copy of the job", ref)
+	}
+	// The manager shows the copy's status.
+	waitJob(t, ns, job.Name, "Running, as on the worker", func(j *batch.GenericJob) bool {
+		return j.Status.Phase == batch.JobRunning && len(j.Status.Tasks) == 1 && len(j.Status.Tasks[0].Replicas) == 2 &&
+			j.Status.Tasks[0].Replicas[0].UID == copied.Status.Tasks[0].Replicas[0].UID
+	})
+
+	var workerDone time.Time
+	waitFor(t, "the copy Succeeded", 60*time.Second, func(ctx context.Context) (bool, error) {
+		j, err := worker.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+		workerDone = time.Now()
+		return err == nil && j.Status.Phase == batch.JobSucceeded, nil
+	})
+	done := waitJob(t, ns, job.Name, "Succeeded, as on the worker", inPhase(batch.JobSucceeded))
+	t.Logf("the manager's job showed Succeeded %.1fs after the worker's", time.Since(workerDone).Seconds())
+	if done.Status.CompletionTime == nil || done.Status.Tasks[0].Replicas[1].Phase != batch.ReplicaSucceeded {
+		t.Errorf("the manager's status %+v: want the worker's, completed", done.Status)
+	}
+	waitFor(t, "the manager's Workload Finished, naming the worker", 30*time.Second, func(ctx context.Context) (bool, error) {
+		wl, err := env.dynamic.Resource(workloadsGVR).Namespace(ns).Get(ctx, "genericjob-"+job.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		clusterName, _, _ := unstructured.NestedString(wl.Object, "status", "clusterName")
+		return conditionTrue(wl, "Finished") && clusterName == worker.name, nil
+	})
+	if pods, _ := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); len(pods.Items) != 0 {
+		t.Errorf("the manager ran %d pods of a job MultiKueue manages", len(pods.Items))
+	}
+	for _, line := range strings.Split(eventsOf(t, ns, job.Name), "\n") {
+		if strings.HasPrefix(line, "Created: ") && line != "Created: Created workloads genericjob-"+job.Name {
+			t.Errorf("the manager's controller created more than the job's Workload: %s", line)
+		}
+	}
+}
+
+// TestMultiKueueDeleteOnManager: deleting the job on the manager deletes its copy, and the
+// copy's pods, on the worker.
+func TestMultiKueueDeleteOnManager(t *testing.T) {
+	workers := useMultiKueue(t)
+	ns := mkNamespace(t, workers)
+	job := multiKueueJob("mk-delete", 2) // runs until deleted
+	createJob(t, ns, job)
+	var worker *mkWorker
+	waitFor(t, "a copy with its pods on a worker", 90*time.Second, func(ctx context.Context) (bool, error) {
+		found := copies(ctx, workers, ns, job.Name)
+		if len(found) != 1 {
+			return false, nil
+		}
+		worker = found[0]
+		pods, err := worker.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 2, nil
+	})
+	t.Logf("running on %s", worker.name)
+	if err := env.jobs.BatchV1beta1().GenericJobs(ns).Delete(context.Background(), job.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	defer func() {
+		t.Logf("the copy and its pods were gone %.1fs after the delete", time.Since(deleted).Seconds())
+	}()
+	waitFor(t, "the copy and its pods gone from "+worker.name, 60*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := worker.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+		pods, _ := worker.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		return apierrors.IsNotFound(err) && pods != nil && len(pods.Items) == 0, nil
+	})
+}
+
+// TestMultiKueueEveryKind: each kind's documented example, submitted on the manager, runs as
+// one copy on one worker under one Workload and ends Succeeded on both clusters, its
+// manager's Workload Finished and naming the worker, with no pod on the manager.
+func TestMultiKueueEveryKind(t *testing.T) {
+	workers := useMultiKueue(t)
+	set := func(o map[string]any, value any, path ...string) {
+		if err := unstructured.SetNestedField(o, value, path...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kwokExits := map[string]any{exitCodeAnnotation: "0", runTimeAnnotation: "2s"}
+	launcherExit := map[string]any{launcherExitCode: "0", launcherRunTime: "2s"}
+	for _, tc := range []struct {
+		example, resource string
+		edit              func(o map[string]any)
+	}{
+		{"generic-example.yaml", "genericjobs", func(o map[string]any) {
+			specs := o["spec"].(map[string]any)["replicaSpecs"].([]any)
+			set(specs[0].(map[string]any), kwokExits, "template", "metadata", "annotations")
+		}},
+		{"mpi-example.yaml", "mpijobs", func(o map[string]any) { set(o, launcherExit, "spec", "worker", "template", "metadata", "annotations") }},
+		{"colossalai-example.yaml", "colossalaijobs", func(o map[string]any) {
+			set(o, launcherExit, "spec", "worker", "template", "metadata", "annotations")
+			// Workers kept running hold the quota: the Workload finishes once they are gone.
+			set(o, true, "spec", "runPolicy", "cleanUpWorkers")
+		}},
+		{"tensorflow-example.yaml", "tensorflowtrainingjobs", func(o map[string]any) {
+			specs := o["spec"].(map[string]any)["replicaSpecs"].([]any)
+			set(specs[0].(map[string]any), kwokExits, "template", "metadata", "annotations")
+		}},
+		{"xgboost-example.yaml", "xgboosttrainingjobs", func(o map[string]any) {
+			specs := o["spec"].(map[string]any)["replicaSpecs"].([]any)
+			set(specs[0].(map[string]any), kwokExits, "template", "metadata", "annotations")
+		}},
+	} {
+		t.Run(tc.resource, func(t *testing.T) {
+			ns := mkNamespace(t, workers)
+			ctx := context.Background()
+			if tc.resource == "colossalaijobs" {
+				for _, w := range workers { // the example mounts it, wherever it runs
+					boundClaimOn(t, w.kube, ns, "colossalai")
+				}
+			}
+			obj, err := examples.Object(tc.example)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.edit(obj)
+			set(obj, map[string]any{kueue.LabelQueueName: "mk"}, "metadata", "labels")
+			set(obj, batch.MultiKueueControllerName, "spec", "managedBy")
+			u := &unstructured.Unstructured{Object: obj}
+			gvr := batch.SchemeGroupVersion.WithResource(tc.resource)
+			if _, err := env.dynamic.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			phase := func(c dynamic.Interface) string {
+				got, err := c.Resource(gvr).Namespace(ns).Get(ctx, u.GetName(), metav1.GetOptions{})
+				if err != nil {
+					return ""
+				}
+				p, _, _ := unstructured.NestedString(got.Object, "status", "phase")
+				return p
+			}
+			// MultiKueue removes the copy once the job has finished: it is seen while it runs.
+			var ran []*mkWorker
+			waitFor(t, "a copy on a worker", 60*time.Second, func(ctx context.Context) (bool, error) {
+				ran = ran[:0]
+				for _, w := range workers {
+					if p := phase(w.dynamic); p != "" {
+						ran = append(ran, w)
+					}
+				}
+				if len(ran) > 1 {
+					return false, fmt.Errorf("copies on %d workers", len(ran))
+				}
+				return len(ran) == 1, nil
+			})
+			if wls, _ := ran[0].dynamic.Resource(workloadsGVR).Namespace(ns).List(ctx, metav1.ListOptions{}); len(wls.Items) != 1 {
+				t.Errorf("%s holds %d Workloads for the job, want one", ran[0].name, len(wls.Items))
+			}
+			waitFor(t, "Succeeded on the manager", 90*time.Second, func(ctx context.Context) (bool, error) {
+				return phase(env.dynamic) == string(batch.JobSucceeded), nil
+			})
+			for _, w := range workers {
+				if w != ran[0] && phase(w.dynamic) != "" {
+					t.Errorf("a copy appeared on %s too", w.name)
+				}
+			}
+			waitFor(t, "the manager's Workload Finished, naming "+ran[0].name, 30*time.Second, func(ctx context.Context) (bool, error) {
+				list, err := env.dynamic.Resource(workloadsGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+				if err != nil || len(list.Items) != 1 {
+					return false, nil
+				}
+				clusterName, _, _ := unstructured.NestedString(list.Items[0].Object, "status", "clusterName")
+				return conditionTrue(&list.Items[0], "Finished") && clusterName == ran[0].name, nil
+			})
+			if pods, _ := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); len(pods.Items) != 0 {
+				t.Errorf("the manager ran %d pods", len(pods.Items))
+			}
+			t.Logf("%s ran on %s", u.GetName(), ran[0].name)
+		})
+	}
+}

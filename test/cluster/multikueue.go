@@ -5,14 +5,19 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/t9k-jobs/t9k-jobs/manifests"
 )
 
 // MultiKueue across local clusters (docs/queueing.md, "Across clusters with MultiKueue"):
@@ -93,4 +98,81 @@ spec:
 `, check, strings.Join(names, ", ")))
 	_, err = CreateObjects(ctx, client, strings.Join(manifests, "---\n"))
 	return err
+}
+
+// InstallCRDs installs the project's CRDs and waits until they are served; as
+// Options.BeforeControllers, before the cluster's controllers start, so that its garbage
+// collector and Kueue know them from the first.
+func InstallCRDs(ctx context.Context, config *rest.Config) error {
+	client, err := apiextensionsclient.NewForConfig(config)
+	if err != nil {
+		return err
+	}
+	crds, err := manifests.CRDs()
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, crd := range crds {
+		if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		names = append(names, crd.Name)
+	}
+	return WaitEstablished(ctx, client, names, 30*time.Second)
+}
+
+// MultiKueueQueue is the queue of the local MultiKueue set-up (SetUpMultiKueue): a ClusterQueue
+// on the manager behind the AdmissionCheck of the same name, and a LocalQueue of that name in
+// namespace default on the manager and on every worker.
+const MultiKueueQueue = "multikueue"
+
+// SetUpMultiKueue connects the manager to its workers under MultiKueueQueue, and makes the
+// queues: on the manager a ClusterQueue with the AdmissionCheck, quota for what the workers
+// offer, and a LocalQueue in namespace default; on each worker a LocalQueue of the same name
+// to its default ClusterQueue (the Workload MultiKueue makes there keeps its queue's name).
+func (c *Cluster) SetUpMultiKueue(ctx context.Context, workers map[string]*Cluster) error {
+	if err := c.ConnectMultiKueue(ctx, MultiKueueQueue, workers); err != nil {
+		return err
+	}
+	manager, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	if _, err := CreateObjects(ctx, manager, fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: %[1]s
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: %[2]s
+      resources:
+      - {name: cpu, nominalQuota: "1000"}
+      - {name: memory, nominalQuota: 1Ti}
+      - {name: nvidia.com/gpu, nominalQuota: "100"}
+  admissionChecksStrategy:
+    admissionChecks:
+    - name: %[1]s
+---
+%[3]s`, MultiKueueQueue, KueueResourceFlavor, localQueue(KueueLocalQueueNamespace, MultiKueueQueue, MultiKueueQueue))); err != nil {
+		return err
+	}
+	for _, w := range workers {
+		client, err := dynamic.NewForConfig(w.Config)
+		if err != nil {
+			return err
+		}
+		if _, err := CreateObjects(ctx, client, localQueue(KueueLocalQueueNamespace, MultiKueueQueue, KueueClusterQueue)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// localQueue is the manifest of a LocalQueue.
+func localQueue(namespace, name, clusterQueue string) string {
+	return fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: %s, namespace: %s}\nspec: {clusterQueue: %s}\n", name, namespace, clusterQueue)
 }

@@ -11,18 +11,17 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/t9k-jobs/t9k-jobs/examples"
-	"github.com/t9k-jobs/t9k-jobs/manifests"
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
@@ -36,7 +35,7 @@ import (
 // the suite ends.
 
 // multiKueueCheck names the manager's AdmissionCheck, MultiKueueConfig and ClusterQueue.
-const multiKueueCheck = "multikueue"
+const multiKueueCheck = cluster.MultiKueueQueue
 
 // mkWorker is one worker cluster.
 type mkWorker struct {
@@ -85,7 +84,7 @@ func startWorkers(ctx context.Context) ([]*mkWorker, error) {
 			return nil, err
 		}
 		c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, Dir: dir, Nodes: 2, Kueue: true, Progress: prefixed(name),
-			BeforeControllers: installCRDsOn})
+			BeforeControllers: cluster.InstallCRDs})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -117,27 +116,7 @@ func startWorkers(ctx context.Context) ([]*mkWorker, error) {
 		}
 		clusters[name] = c
 	}
-	if err := env.cluster.ConnectMultiKueue(ctx, multiKueueCheck, clusters); err != nil {
-		return nil, err
-	}
-	if _, err := cluster.CreateObjects(ctx, env.dynamic, fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata:
-  name: %[1]s
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, memory, nvidia.com/gpu]
-    flavors:
-    - name: %[2]s
-      resources:
-      - {name: cpu, nominalQuota: "1000"}
-      - {name: memory, nominalQuota: 1Ti}
-      - {name: nvidia.com/gpu, nominalQuota: "100"}
-  admissionChecksStrategy:
-    admissionChecks:
-    - name: %[1]s
-`, multiKueueCheck, cluster.KueueResourceFlavor)); err != nil {
+	if err := env.cluster.SetUpMultiKueue(ctx, clusters); err != nil {
 		return nil, err
 	}
 	// Active: MultiKueue reached a worker, with the project's kinds served there.
@@ -161,26 +140,6 @@ func stopMultiKueue(failed bool) {
 			_ = os.RemoveAll(w.cluster.Dir)
 		}
 	}
-}
-
-// installCRDsOn installs the project's CRDs on a worker before its controllers start.
-func installCRDsOn(ctx context.Context, config *rest.Config) error {
-	client, err := apiextensionsclient.NewForConfig(config)
-	if err != nil {
-		return err
-	}
-	crds, err := manifests.CRDs()
-	if err != nil {
-		return err
-	}
-	var names []string
-	for _, crd := range crds {
-		if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-		names = append(names, crd.Name)
-	}
-	return cluster.WaitEstablished(ctx, client, names, 30*time.Second)
 }
 
 // prefixed writes a worker cluster's progress to stderr, its name first.
@@ -460,5 +419,66 @@ func TestMultiKueueEveryKind(t *testing.T) {
 			}
 			t.Logf("%s ran on %s", u.GetName(), ran[0].name)
 		})
+	}
+}
+
+// setQuota sets the CPU quota of a worker's default ClusterQueue.
+func setQuota(t *testing.T, w *mkWorker, cpu string) {
+	t.Helper()
+	gvr := schema.GroupVersionResource{Group: kueue.GroupName, Version: "v1beta2", Resource: "clusterqueues"}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cq, err := w.dynamic.Resource(gvr).Get(context.Background(), cluster.KueueClusterQueue, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		groups, _, _ := unstructured.NestedSlice(cq.Object, "spec", "resourceGroups")
+		flavor := groups[0].(map[string]any)["flavors"].([]any)[0].(map[string]any)
+		for _, r := range flavor["resources"].([]any) {
+			if r := r.(map[string]any); r["name"] == "cpu" {
+				r["nominalQuota"] = cpu
+			}
+		}
+		if err := unstructured.SetNestedSlice(cq.Object, groups, "spec", "resourceGroups"); err != nil {
+			return err
+		}
+		_, err = w.dynamic.Resource(gvr).Update(context.Background(), cq, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMultiKueueGoesWhereQuotaIs: with one worker out of quota, the job runs on the other;
+// when the first gets quota back, nothing moves: the job keeps its one copy.
+func TestMultiKueueGoesWhereQuotaIs(t *testing.T) {
+	workers := useMultiKueue(t)
+	full, free := workers[1], workers[0]
+	setQuota(t, full, "0")
+	t.Cleanup(func() { setQuota(t, full, "1k") })
+	ns := mkNamespace(t, workers)
+	job := multiKueueJob("mk-quota", 2)
+	job.Spec.ReplicaSpecs[0].Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	createJob(t, ns, job)
+	waitFor(t, "the copy running on "+free.name, 90*time.Second, func(ctx context.Context) (bool, error) {
+		j, err := free.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+		return err == nil && j.Status.Phase == batch.JobRunning, nil
+	})
+	setQuota(t, full, "1k")
+	// Nothing may move once the job runs: watched for a while, since what is checked is that
+	// nothing happens.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx := context.Background()
+		if found := copies(ctx, workers, ns, job.Name); len(found) != 1 || found[0] != free {
+			t.Fatalf("after %s got quota back the job has copies on %d workers", full.name, len(found))
+		}
+		if wls, _ := full.dynamic.Resource(workloadsGVR).Namespace(ns).List(ctx, metav1.ListOptions{}); len(wls.Items) != 0 {
+			t.Fatalf("%s, out of quota, holds a Workload of the running job", full.name)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := env.jobs.BatchV1beta1().GenericJobs(ns).Delete(context.Background(), job.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }

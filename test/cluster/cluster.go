@@ -85,6 +85,8 @@ type Cluster struct {
 	opts  Options // as Start was given them, defaulted
 	begin time.Time
 	procs []*process
+	// stopped are components stopped alone (StopAPIServer), to be started again.
+	stopped []*process
 }
 
 // Start starts a cluster and returns once pods can be scheduled and run on its nodes.

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/t9k-jobs/t9k-jobs/test/harness"
 )
@@ -24,6 +27,8 @@ const stopGrace = 10 * time.Second
 // process is a started component.
 type process struct {
 	name string
+	path string
+	args []string
 	*harness.Process
 }
 
@@ -36,7 +41,7 @@ func (c *Cluster) run(name, path string, args ...string) error {
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, Process: started}
+	p := &process{name: name, path: path, args: args, Process: started}
 	c.procs = append(c.procs, p)
 
 	f, err := os.OpenFile(filepath.Join(c.Dir, pidFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
@@ -158,4 +163,39 @@ func ProcessCPUSeconds(pid int) float64 {
 	utime, _ := strconv.ParseFloat(fields[11], 64)
 	stime, _ := strconv.ParseFloat(fields[12], 64)
 	return (utime + stime) / 100
+}
+
+// StopAPIServer kills the cluster's API server alone, as an outage would: everything else
+// runs on, and finds it gone. StartAPIServer brings it back, on the same address and data.
+func (c *Cluster) StopAPIServer() error {
+	for i, p := range c.procs {
+		if p.name == "kube-apiserver" {
+			c.procs = append(c.procs[:i:i], c.procs[i+1:]...)
+			c.stopped = append(c.stopped, p)
+			p.Kill() // at once: an outage, not a shutdown
+			return nil
+		}
+	}
+	return errors.New("the cluster runs no kube-apiserver")
+}
+
+// StartAPIServer starts the API server StopAPIServer stopped, and waits until it is ready.
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	for i, p := range c.stopped {
+		if p.name != "kube-apiserver" {
+			continue
+		}
+		c.stopped = append(c.stopped[:i:i], c.stopped[i+1:]...)
+		if err := c.run(p.name, p.path, p.args...); err != nil {
+			return err
+		}
+		client, err := kubernetes.NewForConfig(c.Config)
+		if err != nil {
+			return err
+		}
+		return c.waitFor(ctx, "kube-apiserver", 90*time.Second, func(ctx context.Context) error {
+			return client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+		})
+	}
+	return errors.New("no kube-apiserver was stopped")
 }

@@ -57,7 +57,8 @@ func useKueue(t *testing.T) kueueclient.Interface {
 			}
 			// A short waitForPodsReady timeout, so that a test sees Kueue evict a job whose
 			// pods do not all start (only queued jobs are subject to it).
-			if err := env.cluster.StartKueue(context.Background(), cluster.KueueOptions{PodsReadyTimeout: podsReadyTimeout}); err != nil {
+			// And a short wait for a lost MultiKueue worker (multikueue_test.go).
+			if err := env.cluster.StartKueue(context.Background(), cluster.KueueOptions{PodsReadyTimeout: podsReadyTimeout, WorkerLostTimeout: workerLostTimeout}); err != nil {
 				kueueState.err = err
 				return
 			}

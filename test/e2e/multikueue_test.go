@@ -482,3 +482,65 @@ func TestMultiKueueGoesWhereQuotaIs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// workerLostTimeout is the manager's MultiKueue workerLostTimeout: a job whose worker cannot
+// be reached for that long is queued again.
+const workerLostTimeout = 20 * time.Second
+
+// TestMultiKueueWorkerLost: a worker whose API server stops while a job runs there is lost;
+// after workerLostTimeout Kueue queues the job again and it runs on the other worker, the
+// manager's job saying it was requeued; once the lost worker is back, one copy of the job
+// runs, not two.
+func TestMultiKueueWorkerLost(t *testing.T) {
+	workers := useMultiKueue(t)
+	ns := mkNamespace(t, workers)
+	job := multiKueueJob("mk-lost", 1) // runs until deleted
+	createJob(t, ns, job)
+	var lost *mkWorker
+	waitFor(t, "a copy running on a worker", 90*time.Second, func(ctx context.Context) (bool, error) {
+		found := copies(ctx, workers, ns, job.Name)
+		if len(found) != 1 {
+			return false, nil
+		}
+		j, err := found[0].jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+		lost = found[0]
+		return err == nil && j.Status.Phase == batch.JobRunning, nil
+	})
+	other := workers[0]
+	if other == lost {
+		other = workers[1]
+	}
+	if err := lost.cluster.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = lost.cluster.StartAPIServer(context.Background())
+		}
+	})
+	t.Logf("stopped %s's API server", lost.name)
+	waitFor(t, "the job running on "+other.name, workerLostTimeout+90*time.Second, func(ctx context.Context) (bool, error) {
+		j, err := other.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+		return err == nil && j.Status.Phase == batch.JobRunning, nil
+	})
+	t.Logf("running on %s %.1fs after %s was lost", other.name, time.Since(stopped).Seconds(), lost.name)
+	if events := eventsOf(t, ns, job.Name); !strings.Contains(events, "Requeued: ") {
+		t.Errorf("the manager's job does not say it was queued again:\n%s", events)
+	}
+
+	if err := lost.cluster.StartAPIServer(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	waitFor(t, "one copy left once "+lost.name+" is back", 120*time.Second, func(ctx context.Context) (bool, error) {
+		return len(copies(ctx, workers, ns, job.Name)) == 1, nil
+	})
+	found := copies(context.Background(), workers, ns, job.Name)
+	t.Logf("once %s was back, the copy on %s is left", lost.name, found[0].name)
+	waitJob(t, ns, job.Name, "Running on "+found[0].name, func(j *batch.GenericJob) bool { return j.Status.Phase == batch.JobRunning })
+	if err := env.jobs.BatchV1beta1().GenericJobs(ns).Delete(context.Background(), job.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/t9k-jobs/t9k-jobs/test/cluster"
 	"github.com/t9k-jobs/t9k-jobs/test/harness"
@@ -71,9 +72,43 @@ func startProcNode(ctx context.Context) error {
 
 // runProcNode starts a process node; it dies with the tests.
 func runProcNode(name, cidr, stateDir, logPath string) (*harness.Process, error) {
-	args := []string{"--kubeconfig", env.kubeconfig, "--name", name, "--pod-cidr", cidr, "--state-dir", stateDir, "--port", "0",
+	return startProcNodeFor(env.kubeconfig, env.kubelet, name, cidr, stateDir, logPath)
+}
+
+// runProcNodeOn runs a process node for another local cluster (a MultiKueue worker), and
+// waits until it is Ready there.
+func runProcNodeOn(c *cluster.Cluster, name, cidr, stateDir, logPath string) (*harness.Process, error) {
+	p, err := startProcNodeFor(c.Kubeconfig, c.Kubelet(), name, cidr, stateDir, logPath)
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	err = harness.WaitFor(context.Background(), "the process node "+name+" Ready", 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		node, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		p.Kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+func startProcNodeFor(kubeconfig string, kubelet cluster.KubeletTLS, name, cidr, stateDir, logPath string) (*harness.Process, error) {
+	args := []string{"--kubeconfig", kubeconfig, "--name", name, "--pod-cidr", cidr, "--state-dir", stateDir, "--port", "0",
 		"--image-archive", procNode.images, "--service-cidr", cluster.ServiceCIDR}
-	if k := env.kubelet; k.ClientCAFile != "" {
+	if k := kubelet; k.ClientCAFile != "" {
 		args = append(args, "--client-ca-file", k.ClientCAFile, "--tls-cert-file", k.CertFile, "--tls-private-key-file", k.KeyFile)
 	}
 	return harness.Start(procNode.binary, args, harness.Options{Log: logPath})

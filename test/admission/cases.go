@@ -251,6 +251,14 @@ type UpdateCase struct {
 // ResumeSpecsImmutable is the message of the resumeSpecs rule.
 const ResumeSpecsImmutable = "spec.runMode.pause.resumeSpecs cannot be changed once set"
 
+// ManagedByImmutable is the message of the managedBy rule.
+const ManagedByImmutable = "spec.managedBy cannot be set, changed or removed once the job exists"
+
+// managedBy sets spec.managedBy.
+func managedBy(name string) func(map[string]any) {
+	return func(o map[string]any) { set(o, name, "spec", "managedBy") }
+}
+
 // UpdateCases: pause.enabled may be switched at will; resumeSpecs may be set once and never
 // changed or removed afterwards (every kind has the rule). What a GenericJob's replicas are
 // made from changes only while the job is paused; rules and clean-up change at any time.
@@ -277,6 +285,13 @@ func UpdateCases() []UpdateCase {
 			UpdateCase{kind + ": resumeSpecs changed", example, pause(true, resume), pause(true, changed), ResumeSpecsImmutable},
 			UpdateCase{kind + ": resumeSpecs removed", example, pause(true, resume), pause(true, nil), ResumeSpecsImmutable},
 			UpdateCase{kind + ": pause removed with its resumeSpecs", example, pause(true, resume), unchanged, ResumeSpecsImmutable},
+			UpdateCase{kind + ": managedBy set later", example, unchanged, managedBy("kueue.x-k8s.io/multikueue"), ManagedByImmutable},
+			UpdateCase{kind + ": managedBy changed", example, managedBy("kueue.x-k8s.io/multikueue"), managedBy("batch.tensorstack.dev/job-controller"), ManagedByImmutable},
+			UpdateCase{kind + ": managedBy kept, TTL set later", example, managedBy("kueue.x-k8s.io/multikueue"),
+				func(o map[string]any) {
+					managedBy("kueue.x-k8s.io/multikueue")(o)
+					set(o, 60, "spec", "ttlSecondsAfterFinished")
+				}, ""},
 		)
 	}
 	return append(cases, liveChangeCases()...)

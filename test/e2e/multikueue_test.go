@@ -127,9 +127,17 @@ func startWorkers(ctx context.Context) ([]*mkWorker, error) {
 	return workers, err
 }
 
-// stopMultiKueue stops the workers, keeping their logs when the suite failed.
+// stopMultiKueue stops the workers, keeping their logs when failed. The last MultiKueue test
+// stops them, so that they do not load the machine under the suite's later tests; a test that
+// would need them after that fails.
 func stopMultiKueue(failed bool) {
-	for _, w := range mkState.workers {
+	mkState.once.Do(func() {}) // none started: none to start later
+	if mkState.err == nil {
+		mkState.err = fmt.Errorf("the MultiKueue workers were stopped by the last MultiKueue test, TestMultiKueueWorkerLost")
+	}
+	workers := mkState.workers
+	mkState.workers = nil
+	for _, w := range workers {
 		if w.controller != nil {
 			_ = w.controller.Stop(10 * time.Second)
 		}
@@ -160,6 +168,17 @@ func conditionTrue(obj *unstructured.Unstructured, conditionType string) bool {
 		}
 	}
 	return false
+}
+
+// waitWorkerActive waits until the manager's MultiKueue reaches a worker (its
+// MultiKueueCluster Active): after an outage it reconnects with a backoff.
+func waitWorkerActive(t *testing.T, w *mkWorker) {
+	t.Helper()
+	gvr := schema.GroupVersionResource{Group: kueue.GroupName, Version: "v1beta2", Resource: "multikueueclusters"}
+	waitFor(t, "MultiKueue to reach "+w.name, 3*time.Minute, func(ctx context.Context) (bool, error) {
+		c, err := env.dynamic.Resource(gvr).Get(ctx, w.name, metav1.GetOptions{})
+		return err == nil && conditionTrue(c, "Active"), nil
+	})
 }
 
 // mkNamespace makes the test's namespace on the manager and on every worker, with a
@@ -483,16 +502,77 @@ func TestMultiKueueGoesWhereQuotaIs(t *testing.T) {
 	}
 }
 
+// TestMultiKueueRealMPIJob: the MPI example, submitted on the manager, runs for real on a
+// worker's process node, and its launcher's log is read there with kubectl logs.
+func TestMultiKueueRealMPIJob(t *testing.T) {
+	workers := useMultiKueue(t)
+	ns := mkNamespace(t, workers)
+	needProcNode(t, ns)
+	ctx := context.Background()
+	real, other := workers[0], workers[1]
+	// The job must go where the process node is: the other worker has no quota meanwhile.
+	waitWorkerActive(t, real)
+	setQuota(t, other, "0")
+	t.Cleanup(func() { setQuota(t, other, "1k") })
+
+	dir := t.TempDir()
+	node, err := runProcNodeOn(real.cluster, "procnode-"+real.name, "10.252.0.0/24", filepath.Join(dir, "state"), filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = node.Stop(time.Minute)
+		if t.Failed() {
+			data, _ := os.ReadFile(filepath.Join(dir, "log"))
+			t.Logf("--- %s's process node log\n%s", real.name, data)
+		}
+	})
+	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "mpi", "allreduce.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mpi-allreduce-script"}, Data: map[string]string{"allreduce.py": string(script)}}
+	if _, err := real.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	job := exampleMPIJob(t, "mk-mpi")
+	job.Labels = map[string]string{kueue.LabelQueueName: "mk"}
+	job.Spec.ManagedBy = batch.MultiKueueControllerName
+	job.Spec.RunPolicy.CleanUpWorkers = false // the copy stays while its workers run, for its log
+	if _, err := env.jobs.BatchV1beta1().MPIJobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := waitStatus(t, "the outcome, on the manager", mpiStatus(ns, job.Name), func(s *batch.JobStatus) bool {
+		return s.Phase == batch.JobSucceeded || s.Phase == batch.JobFailed
+	})
+	if s.Phase != batch.JobSucceeded {
+		t.Fatalf("the MPIJob ended %s: %+v", s.Phase, s.Conditions)
+	}
+	log, err := kubectl("--kubeconfig", real.cluster.Kubeconfig, "logs", "-n", ns, job.Name+"-launcher")
+	if err != nil {
+		t.Fatalf("kubectl logs on %s: %v\n%s", real.name, err, log)
+	}
+	if n := strings.Count(log, "all-reduce sum 45, want 45"); n != 9 {
+		t.Errorf("the launcher's log on %s shows %d of 9 ranks:\n%s", real.name, n, log)
+	}
+	if err := env.jobs.BatchV1beta1().MPIJobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // workerLostTimeout is the manager's MultiKueue workerLostTimeout: a job whose worker cannot
 // be reached for that long is queued again.
 const workerLostTimeout = 20 * time.Second
 
-// TestMultiKueueWorkerLost: a worker whose API server stops while a job runs there is lost;
+// TestMultiKueueWorkerLost (the last of these tests: MultiKueue reaches the lost worker again
+// only after a backoff; it stops the workers when it ends): a worker whose API server stops
+// while a job runs there is lost;
 // after workerLostTimeout Kueue queues the job again and it runs on the other worker, the
 // manager's job saying it was requeued; once the lost worker is back, one copy of the job
 // runs, not two.
 func TestMultiKueueWorkerLost(t *testing.T) {
 	workers := useMultiKueue(t)
+	t.Cleanup(func() { stopMultiKueue(t.Failed()) })
 	ns := mkNamespace(t, workers)
 	job := multiKueueJob("mk-lost", 1) // runs until deleted
 	createJob(t, ns, job)
@@ -540,64 +620,8 @@ func TestMultiKueueWorkerLost(t *testing.T) {
 	found := copies(context.Background(), workers, ns, job.Name)
 	t.Logf("once %s was back, the copy on %s is left", lost.name, found[0].name)
 	waitJob(t, ns, job.Name, "Running on "+found[0].name, func(j *batch.GenericJob) bool { return j.Status.Phase == batch.JobRunning })
+	waitWorkerActive(t, lost) // for the tests after this one
 	if err := env.jobs.BatchV1beta1().GenericJobs(ns).Delete(context.Background(), job.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestMultiKueueRealMPIJob: the MPI example, submitted on the manager, runs for real on a
-// worker's process node, and its launcher's log is read there with kubectl logs.
-func TestMultiKueueRealMPIJob(t *testing.T) {
-	workers := useMultiKueue(t)
-	ns := mkNamespace(t, workers)
-	needProcNode(t, ns)
-	ctx := context.Background()
-	real, other := workers[0], workers[1]
-	// The job must go where the process node is: the other worker has no quota meanwhile.
-	setQuota(t, other, "0")
-	t.Cleanup(func() { setQuota(t, other, "1k") })
-
-	dir := t.TempDir()
-	node, err := runProcNodeOn(real.cluster, "procnode-"+real.name, "10.252.0.0/24", filepath.Join(dir, "state"), filepath.Join(dir, "log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = node.Stop(time.Minute)
-		if t.Failed() {
-			data, _ := os.ReadFile(filepath.Join(dir, "log"))
-			t.Logf("--- %s's process node log\n%s", real.name, data)
-		}
-	})
-	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "mpi", "allreduce.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mpi-allreduce-script"}, Data: map[string]string{"allreduce.py": string(script)}}
-	if _, err := real.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	job := exampleMPIJob(t, "mk-mpi")
-	job.Labels = map[string]string{kueue.LabelQueueName: "mk"}
-	job.Spec.ManagedBy = batch.MultiKueueControllerName
-	job.Spec.RunPolicy.CleanUpWorkers = false // the copy stays while its workers run, for its log
-	if _, err := env.jobs.BatchV1beta1().MPIJobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s := waitStatus(t, "the outcome, on the manager", mpiStatus(ns, job.Name), func(s *batch.JobStatus) bool {
-		return s.Phase == batch.JobSucceeded || s.Phase == batch.JobFailed
-	})
-	if s.Phase != batch.JobSucceeded {
-		t.Fatalf("the MPIJob ended %s: %+v", s.Phase, s.Conditions)
-	}
-	log, err := kubectl("--kubeconfig", real.cluster.Kubeconfig, "logs", "-n", ns, job.Name+"-launcher")
-	if err != nil {
-		t.Fatalf("kubectl logs on %s: %v\n%s", real.name, err, log)
-	}
-	if n := strings.Count(log, "all-reduce sum 45, want 45"); n != 9 {
-		t.Errorf("the launcher's log on %s shows %d of 9 ranks:\n%s", real.name, n, log)
-	}
-	if err := env.jobs.BatchV1beta1().MPIJobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

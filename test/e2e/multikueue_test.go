@@ -503,18 +503,41 @@ func TestMultiKueueGoesWhereQuotaIs(t *testing.T) {
 }
 
 // TestMultiKueueRealMPIJob: the MPI example, submitted on the manager, runs for real on a
-// worker's process node, and its launcher's log is read there with kubectl logs.
+// process node of the worker MultiKueue chose, and its launcher's log is read there with
+// kubectl logs. The process node joins that worker once the copy is there: its pods wait
+// for a node that can run them, as on a cluster whose node pool grows.
 func TestMultiKueueRealMPIJob(t *testing.T) {
 	workers := useMultiKueue(t)
 	ns := mkNamespace(t, workers)
 	needProcNode(t, ns)
 	ctx := context.Background()
-	real, other := workers[0], workers[1]
-	// The job must go where the process node is: the other worker has no quota meanwhile.
-	waitWorkerActive(t, real)
-	setQuota(t, other, "0")
-	t.Cleanup(func() { setQuota(t, other, "1k") })
-
+	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "mpi", "allreduce.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range workers {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mpi-allreduce-script"}, Data: map[string]string{"allreduce.py": string(script)}}
+		if _, err := w.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job := exampleMPIJob(t, "mk-mpi")
+	job.Labels = map[string]string{kueue.LabelQueueName: "mk"}
+	job.Spec.ManagedBy = batch.MultiKueueControllerName
+	job.Spec.RunPolicy.CleanUpWorkers = false // the copy stays while its workers run, for its log
+	if _, err := env.jobs.BatchV1beta1().MPIJobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var real *mkWorker
+	waitFor(t, "the copy on a worker", 90*time.Second, func(ctx context.Context) (bool, error) {
+		for _, w := range workers {
+			if _, err := w.jobs.BatchV1beta1().MPIJobs(ns).Get(ctx, job.Name, metav1.GetOptions{}); err == nil {
+				real = w
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 	dir := t.TempDir()
 	node, err := runProcNodeOn(real.cluster, "procnode-"+real.name, "10.252.0.0/24", filepath.Join(dir, "state"), filepath.Join(dir, "log"))
 	if err != nil {
@@ -527,21 +550,6 @@ func TestMultiKueueRealMPIJob(t *testing.T) {
 			t.Logf("--- %s's process node log\n%s", real.name, data)
 		}
 	})
-	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "mpi", "allreduce.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mpi-allreduce-script"}, Data: map[string]string{"allreduce.py": string(script)}}
-	if _, err := real.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	job := exampleMPIJob(t, "mk-mpi")
-	job.Labels = map[string]string{kueue.LabelQueueName: "mk"}
-	job.Spec.ManagedBy = batch.MultiKueueControllerName
-	job.Spec.RunPolicy.CleanUpWorkers = false // the copy stays while its workers run, for its log
-	if _, err := env.jobs.BatchV1beta1().MPIJobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	s := waitStatus(t, "the outcome, on the manager", mpiStatus(ns, job.Name), func(s *batch.JobStatus) bool {
 		return s.Phase == batch.JobSucceeded || s.Phase == batch.JobFailed
 	})
@@ -555,6 +563,7 @@ func TestMultiKueueRealMPIJob(t *testing.T) {
 	if n := strings.Count(log, "all-reduce sum 45, want 45"); n != 9 {
 		t.Errorf("the launcher's log on %s shows %d of 9 ranks:\n%s", real.name, n, log)
 	}
+	t.Logf("ran on %s's process node", real.name)
 	if err := env.jobs.BatchV1beta1().MPIJobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

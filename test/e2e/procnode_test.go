@@ -86,19 +86,7 @@ func runProcNodeOn(c *cluster.Cluster, name, cidr, stateDir, logPath string) (*h
 	if err != nil {
 		return nil, err
 	}
-	err = harness.WaitFor(context.Background(), "the process node "+name+" Ready", 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
-		node, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
+	if err := waitNodeReadyIn(context.Background(), kube, name, logPath); err != nil {
 		p.Kill()
 		return nil, err
 	}
@@ -115,10 +103,15 @@ func startProcNodeFor(kubeconfig string, kubelet cluster.KubeletTLS, name, cidr,
 }
 
 func waitNodeReady(ctx context.Context, name string) error {
+	return waitNodeReadyIn(ctx, env.kube, name, procNode.log)
+}
+
+// waitNodeReadyIn waits until the node is Ready in the cluster of kube; log is the node's.
+func waitNodeReadyIn(ctx context.Context, kube kubernetes.Interface, name, log string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		node, err := env.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		node, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err == nil {
 			for _, c := range node.Status.Conditions {
 				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
@@ -128,7 +121,7 @@ func waitNodeReady(ctx context.Context, name string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the process node %s is not Ready (log: %s)", name, procNode.log)
+			return fmt.Errorf("the process node %s is not Ready (log: %s)", name, log)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -73,7 +73,9 @@ run: ## run the controller: against $KUBECONFIG, or on a local control plane wit
 # go test -list '^Fuzz' ./... lists, without linking every test binary), run one at a time (go
 # test takes one -fuzz target per run), each for FUZZTIME; make test runs them for
 # TEST_FUZZTIME each, 30 s of fuzzing and about 50 s in all on 2 quiet cores. A crasher is
-# written to its package's testdata/fuzz/<Fuzzer>/, and the target fails.
+# written to its package's testdata/fuzz/<Fuzzer>/, and the target fails. Go 1.26's fuzzer
+# may fail at its own deadline with "context deadline exceeded" and no failing input
+# (golang/go#75804): that is not a finding, and does not fail the target.
 FUZZTIME ?= 10s
 TEST_FUZZTIME ?= 5s
 .PHONY: fuzz test-fuzz
@@ -85,7 +87,11 @@ fuzz: ## run every fuzzer for FUZZTIME each (default 10s; longer: make fuzz FUZZ
 	for target in $$targets; do \
 		pkg=$${target%@*}; name=$${target#*@}; \
 		echo "fuzz: $$name ($$pkg) for $(FUZZTIME)"; \
-		go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || failed="$$failed $$name"; \
+		out=$$(go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1); rc=$$?; echo "$$out"; \
+		if [ $$rc != 0 ] && echo "$$out" | grep -q 'context deadline exceeded' && ! echo "$$out" | grep -q 'Failing input written'; then \
+			echo "fuzz: $$name: no input failed; Go's fuzzer stopped on its own -fuzztime deadline (golang/go#75804, fixed in Go 1.27)"; rc=0; \
+		fi; \
+		[ $$rc = 0 ] || failed="$$failed $$name"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "fuzz: crashers in:$$failed (see testdata/fuzz/ of their packages)"; exit 1; fi
 

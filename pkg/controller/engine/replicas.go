@@ -168,8 +168,7 @@ func (x *decider) carryOut(job Job, r *replica, resumed bool) {
 		d.DeletePods = append(d.DeletePods, r.pod)
 	case replaceNow:
 		if x.finished {
-			fromPod(&r.status, r.pod) // the job ended first: the pod is reported as it ended
-			return
+			return // the job ended first: the pod is reported as it ended (observe read it)
 		}
 		x.disrupt(r, r.pod)
 		d.DeletePods = append(d.DeletePods, r.pod)
@@ -182,12 +181,11 @@ func (x *decider) carryOut(job Job, r *replica, resumed bool) {
 		if r.counted {
 			d.Restarted = append(d.Restarted, r.status.Name)
 			r.status.RestartCount++
-			r.status.LastTermination = t
 		} else {
 			t.Disrupted = true
 			r.status.Disruptions++
-			r.status.LastTermination = t
 		}
+		r.status.LastTermination = t
 		r.status.UID, r.status.Phase = r.pod.UID, batch.ReplicaDeleted
 		d.DeletePods = append(d.DeletePods, r.pod)
 	case finishRestart:

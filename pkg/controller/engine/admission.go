@@ -124,7 +124,11 @@ func (c *Controller) decided(ctx context.Context, job Job, vs *verdicts, d *Deci
 	if len(vs.by) == 0 {
 		return nil
 	}
-	r := c.report(d, children, wasWaiting)
+	return c.tell(ctx, job, vs, c.report(d, children, wasWaiting))
+}
+
+// tell passes a sync's report to each admitter that gave a verdict.
+func (c *Controller) tell(ctx context.Context, job Job, vs *verdicts, r Report) error {
 	for i, admitter := range vs.by {
 		if err := admitter.Decided(ctx, job, vs.list[i], r); err != nil {
 			return err

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
 
 // Jobs another controller runs (spec.managedBy; docs/queueing.md, "Across clusters with
@@ -28,39 +30,36 @@ func (c *Controller) syncElsewhere(ctx context.Context, key string, job Job, pla
 			admitters[k] = true
 		}
 	}
-	keep := func(objs []metav1.Object) []metav1.Object {
-		var out []metav1.Object
+	// theirs splits objects into the admitters' and the others.
+	theirs := func(objs []metav1.Object) (kept, others []metav1.Object) {
 		for _, o := range objs {
 			if admitters[c.kinds.of(o)] {
-				out = append(out, o)
+				kept = append(kept, o)
+			} else {
+				others = append(others, o)
 			}
 		}
-		return out
+		return kept, others
 	}
-	others := live(children.Objects)
-	var gone []metav1.Object
-	for _, o := range others {
-		if !admitters[c.kinds.of(o)] {
-			gone = append(gone, o)
-		}
-	}
-	gone = append(gone, keep(d.DeleteObjects)...)
+	_, gone := theirs(live(children.Objects))
+	deleted, _ := theirs(d.DeleteObjects)
+	gone = append(gone, deleted...)
 	if err := c.deleteAll(ctx, key, job, live(children.Pods), gone); err != nil {
 		return 0, err
 	}
-	writes := &Decision{Status: job.JobStatus(), CreateObjects: keep(d.CreateObjects), UpdateObjects: keep(d.UpdateObjects), DeleteObjects: gone}
+	created, _ := theirs(d.CreateObjects)
+	updated, _ := theirs(d.UpdateObjects)
+	writes := &Decision{Status: job.JobStatus(), CreateObjects: created, UpdateObjects: updated, DeleteObjects: gone}
 	if _, err := c.createAll(ctx, key, job, writes); err != nil {
 		return 0, err
 	}
 	// The admitters hear of the sync as the job's own controller reports it (its status), so
 	// that a queue's eviction is handed back at once: there is no pod to wait for here.
 	if len(verdicts.by) > 0 {
-		r := c.report(writes, children, conditionOf(job.JobStatus(), "Running").Reason)
+		r := c.report(writes, children, conditionOf(job.JobStatus(), batch.JobConditionRunning).Reason)
 		r.Elsewhere = true
-		for i, admitter := range verdicts.by {
-			if err := admitter.Decided(ctx, job, verdicts.list[i], r); err != nil {
-				return 0, err
-			}
+		if err := c.tell(ctx, job, verdicts, r); err != nil {
+			return 0, err
 		}
 	}
 	return d.RequeueAfter, nil

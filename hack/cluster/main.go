@@ -92,7 +92,7 @@ func run(command string, opts cluster.Options, workers int) error {
 		name := fmt.Sprintf("worker-%d", i+1)
 		w := opts
 		w.Dir = filepath.Join(dir, name)
-		w.Progress = prefixed{name}
+		w.Progress = cluster.WorkerProgress(name)
 		wc, err := cluster.Start(ctx, w)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -101,12 +101,4 @@ func run(command string, opts cluster.Options, workers int) error {
 		fmt.Println(wc.Kubeconfig)
 	}
 	return c.SetUpMultiKueue(ctx, clusters)
-}
-
-// prefixed writes a worker's progress to stderr, its name first.
-type prefixed struct{ name string }
-
-func (p prefixed) Write(b []byte) (int, error) {
-	fmt.Fprint(os.Stderr, p.name+": "+string(b))
-	return len(b), nil
 }

@@ -521,6 +521,16 @@ spec:
 	return err
 }
 
+// ConditionTrue reports whether an object's status has the condition, True (Kueue's
+// objects: ClusterQueues, AdmissionChecks, Workloads ...).
+func ConditionTrue(obj *unstructured.Unstructured, conditionType string) bool {
+	conditions, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	return slices.ContainsFunc(conditions, func(c any) bool {
+		m, _ := c.(map[string]any)
+		return m["type"] == conditionType && m["status"] == "True"
+	})
+}
+
 // queueActive checks that Kueue reports the default ClusterQueue active, and that it can be
 // read as v1beta1 too, through the conversion webhook.
 func (k *kueueSetup) queueActive(ctx context.Context) error {
@@ -528,11 +538,8 @@ func (k *kueueSetup) queueActive(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	conditions, _, _ := unstructured.NestedSlice(cq.Object, "status", "conditions")
-	if !slices.ContainsFunc(conditions, func(c any) bool {
-		m, _ := c.(map[string]any)
-		return m["type"] == "Active" && m["status"] == "True"
-	}) {
+	if !ConditionTrue(cq, "Active") {
+		conditions, _, _ := unstructured.NestedSlice(cq.Object, "status", "conditions")
 		return fmt.Errorf("ClusterQueue %s is not active: %v", KueueClusterQueue, conditions)
 	}
 	v1beta1 := clusterQueuesGVR

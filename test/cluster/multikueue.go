@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -175,4 +177,15 @@ spec:
 // localQueue is the manifest of a LocalQueue.
 func localQueue(namespace, name, clusterQueue string) string {
 	return fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: %s, namespace: %s}\nspec: {clusterQueue: %s}\n", name, namespace, clusterQueue)
+}
+
+// WorkerProgress writes a worker cluster's progress lines to stderr, its name first, for
+// Options.Progress.
+func WorkerProgress(name string) io.Writer { return workerProgress{name} }
+
+type workerProgress struct{ name string }
+
+func (p workerProgress) Write(b []byte) (int, error) {
+	fmt.Fprint(os.Stderr, p.name+": "+string(b))
+	return len(b), nil
 }

@@ -83,7 +83,7 @@ func startWorkers(ctx context.Context) ([]*mkWorker, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, Dir: dir, Nodes: 2, Kueue: true, Progress: prefixed(name),
+		c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, Dir: dir, Nodes: 2, Kueue: true, Progress: cluster.WorkerProgress(name),
 			BeforeControllers: cluster.InstallCRDs})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
@@ -122,7 +122,7 @@ func startWorkers(ctx context.Context) ([]*mkWorker, error) {
 	// Active: MultiKueue reached a worker, with the project's kinds served there.
 	err = harness.WaitFor(ctx, "the MultiKueue AdmissionCheck to be active", 200*time.Millisecond, 60*time.Second, func(ctx context.Context) (bool, error) {
 		ac, err := env.dynamic.Resource(schema.GroupVersionResource{Group: kueue.GroupName, Version: "v1beta2", Resource: "admissionchecks"}).Get(ctx, multiKueueCheck, metav1.GetOptions{})
-		return err == nil && conditionTrue(ac, "Active"), nil
+		return err == nil && cluster.ConditionTrue(ac, "Active"), nil
 	})
 	return workers, err
 }
@@ -150,26 +150,6 @@ func stopMultiKueue(failed bool) {
 	}
 }
 
-// prefixed writes a worker cluster's progress to stderr, its name first.
-func prefixed(name string) *prefixWriter { return &prefixWriter{prefix: name + ": "} }
-
-type prefixWriter struct{ prefix string }
-
-func (p *prefixWriter) Write(b []byte) (int, error) {
-	fmt.Fprint(os.Stderr, p.prefix+string(b))
-	return len(b), nil
-}
-
-func conditionTrue(obj *unstructured.Unstructured, conditionType string) bool {
-	conditions, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, c := range conditions {
-		if m, ok := c.(map[string]any); ok && m["type"] == conditionType && m["status"] == "True" {
-			return true
-		}
-	}
-	return false
-}
-
 // waitWorkerActive waits until the manager's MultiKueue reaches a worker (its
 // MultiKueueCluster Active): after an outage it reconnects with a backoff.
 func waitWorkerActive(t *testing.T, w *mkWorker) {
@@ -177,7 +157,7 @@ func waitWorkerActive(t *testing.T, w *mkWorker) {
 	gvr := schema.GroupVersionResource{Group: kueue.GroupName, Version: "v1beta2", Resource: "multikueueclusters"}
 	waitFor(t, "MultiKueue to reach "+w.name, 3*time.Minute, func(ctx context.Context) (bool, error) {
 		c, err := env.dynamic.Resource(gvr).Get(ctx, w.name, metav1.GetOptions{})
-		return err == nil && conditionTrue(c, "Active"), nil
+		return err == nil && cluster.ConditionTrue(c, "Active"), nil
 	})
 }
 
@@ -293,7 +273,7 @@ func TestMultiKueueRunsOnAWorker(t *testing.T) {
 			return false, nil
 		}
 		clusterName, _, _ := unstructured.NestedString(wl.Object, "status", "clusterName")
-		return conditionTrue(wl, "Finished") && clusterName == worker.name, nil
+		return cluster.ConditionTrue(wl, "Finished") && clusterName == worker.name, nil
 	})
 	if pods, _ := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); len(pods.Items) != 0 {
 		t.Errorf("the manager ran %d pods of a job MultiKueue manages", len(pods.Items))
@@ -431,7 +411,7 @@ func TestMultiKueueEveryKind(t *testing.T) {
 					return false, nil
 				}
 				clusterName, _, _ := unstructured.NestedString(list.Items[0].Object, "status", "clusterName")
-				return conditionTrue(&list.Items[0], "Finished") && clusterName == ran[0].name, nil
+				return cluster.ConditionTrue(&list.Items[0], "Finished") && clusterName == ran[0].name, nil
 			})
 			if pods, _ := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); len(pods.Items) != 0 {
 				t.Errorf("the manager ran %d pods", len(pods.Items))

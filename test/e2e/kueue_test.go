@@ -426,8 +426,9 @@ value: 500`, ns))
 
 // TestKueueQuotaKeptWhileWorkersRun: Kueue never counts less than what runs. In a queue of 4
 // CPUs, MPIJobs of 4 CPUs (a launcher and 3 workers of 1 CPU): the first succeeds, its
-// workers kept running (cleanUpWorkers: false), and keeps its quota, saying so, until the
-// test deletes them; the second then starts, succeeds with its workers cleaned up
+// workers kept running (cleanUpWorkers: false), and keeps their quota, saying so, until the
+// test deletes them, while its ended launcher's CPU goes back at once (a 1-CPU job runs in
+// it); the second then starts, succeeds with its workers cleaned up
 // (cleanUpWorkers: true), and the third starts once they are gone. Never more than 4 CPUs of
 // pods run at once.
 func TestKueueQuotaKeptWhileWorkersRun(t *testing.T) {
@@ -463,12 +464,21 @@ func TestKueueQuotaKeptWhileWorkersRun(t *testing.T) {
 		events = eventsOf(t, ns, "first")
 		return strings.Contains(events, "QuotaKept"), nil
 	})
-	if want := "3 of its replicas still run (first-worker-0, first-worker-1, first-worker-2)"; !strings.Contains(events, want) {
+	if want := "the 3 replicas of the job that still run (first-worker-0, first-worker-1, first-worker-2)"; !strings.Contains(events, want) {
 		t.Errorf("first's events do not say %q:\n%s", want, events)
 	}
 	if c := conditionOfWorkload(workloadOf(t, client, ns, "mpijob-first"), kueue.WorkloadFinished); c != nil && c.Status == metav1.ConditionTrue {
 		t.Fatalf("first's Workload is Finished while its workers run: %+v", c)
 	}
+	// The ended launcher's CPU goes back to the queue at once: a 1-CPU job runs beside
+	// first's workers while second, which needs 4, still waits.
+	waitFor(t, "first's launcher reclaimable", jobTimeout, func(context.Context) (bool, error) {
+		got := workloadOf(t, client, ns, "mpijob-first").Status.ReclaimablePods
+		return slices.Equal(got, []kueue.ReclaimablePod{{Name: "launcher", Count: 1}}), nil
+	})
+	small := queuedJob("small", queue, 1, "1s")
+	createJob(t, ns, small)
+	waitJob(t, ns, small.Name, "the 1-CPU job succeeded in the launcher's quota", func(j *batch.GenericJob) bool { return j.Status.Phase == batch.JobSucceeded })
 	if n := pods.mostOf("second"); n != 0 {
 		t.Fatalf("second had %d pods while first's workers ran", n)
 	}

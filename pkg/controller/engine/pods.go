@@ -11,7 +11,8 @@ import (
 
 // What a decision reads from pods, and which pods the clean-up deletes.
 
-func podEnded(pod *corev1.Pod) bool {
+// PodEnded reports whether a pod has ended: it runs no more and holds nothing of the node.
+func PodEnded(pod *corev1.Pod) bool {
 	return pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
 }
 

@@ -62,7 +62,7 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 		case counted && prev.UID == pod.UID:
 			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
 			r.action = finishRestart
-		case podEnded(pod) && !x.paused && !disrupted(pod):
+		case PodEnded(pod) && !x.paused && !disrupted(pod):
 			// An ended pod that is being deleted (clean-up, by hand) ended all the same; a
 			// restart it is due waits until it is gone. (Pause deletes every replica, and
 			// resume recreates every one.)
@@ -79,7 +79,7 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 	case pod != nil:
 		fromPod(&r.status, pod)
 		r.view = Replica{Phase: r.status.Phase, ExitCode: exitCode(pod), Ready: podReady(pod)}
-		if !podEnded(pod) {
+		if !PodEnded(pod) {
 			break
 		}
 		if prev.UID == pod.UID && prev.Phase == batch.ReplicaDeleted {

@@ -59,7 +59,7 @@ func everyReplicaReady(s *batch.JobStatus, pods []*corev1.Pod) bool {
 // AnyRunning reports whether a pod may still run: one not yet gone that has not ended (one
 // being deleted runs until it is gone).
 func AnyRunning(pods []*corev1.Pod) bool {
-	return slices.ContainsFunc(pods, func(p *corev1.Pod) bool { return !podEnded(p) })
+	return slices.ContainsFunc(pods, func(p *corev1.Pod) bool { return !PodEnded(p) })
 }
 
 // keptRunning names the pods of an ended job that still run and that its decision does not
@@ -70,7 +70,7 @@ func keptRunning(d *Decision, pods []*corev1.Pod) []string {
 	}
 	var names []string
 	for _, p := range unlisted(live(pods), d.DeletePods) {
-		if !podEnded(p) {
+		if !PodEnded(p) {
 			names = append(names, p.Name)
 		}
 	}

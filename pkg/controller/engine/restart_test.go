@@ -42,7 +42,7 @@ func TestRestartedControllerDecidesTheSame(t *testing.T) {
 			pods := tc.pods
 			endSeen := map[types.UID]time.Time{}
 			for _, p := range pods {
-				if podEnded(p) {
+				if PodEnded(p) {
 					endSeen[p.UID] = now.Add(-time.Minute)
 				}
 			}

@@ -75,14 +75,21 @@ func (a *Admitter) Ended(ctx context.Context, job engine.Job, r engine.Report) e
 func (a *Admitter) syncStatus(ctx context.Context, job engine.Job, wl *kueue.Workload, r engine.Report) error {
 	if kept := r.KeptRunning; len(kept) > 0 && r.Decision.Outcome != nil {
 		a.config.Recorder.Eventf(job, corev1.EventTypeNormal, "QuotaKept",
-			"Kueue keeps the job's quota while %d of its replicas still run (%s): the job's clean-up policy keeps them; the quota is released once they have ended or been deleted",
+			"Kueue keeps the quota of the %d replicas of the job that still run (%s): the job's clean-up policy keeps them; the rest of the job's quota is released now, theirs once they have ended or been deleted",
 			len(kept), engine.Listed(kept, 10))
 	}
 	conds, release := workloadConditions(wl, r)
-	if conds == nil {
+	reclaimable := reclaimablePods(wl, r)
+	if conds == nil && reclaimable == nil {
 		return nil
 	}
-	status := map[string]any{"conditions": conds}
+	status := map[string]any{}
+	if conds != nil {
+		status["conditions"] = conds
+	}
+	if reclaimable != nil {
+		status["reclaimablePods"] = reclaimable
+	}
 	if release {
 		status["admission"] = nil
 	}

@@ -3,6 +3,7 @@ package kueue
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -375,10 +376,18 @@ func TestFinishedJobKeepsQuotaWhilePodsRun(t *testing.T) {
 	if finished() {
 		t.Fatal("the Workload is Finished while 2 workers still run: Kueue would count their quota free")
 	}
-	want := "Normal QuotaKept Kueue keeps the job's quota while 2 of its replicas still run (job-worker-0, job-worker-1)"
+	want := "Normal QuotaKept Kueue keeps the quota of the 2 replicas of the job that still run (job-worker-0, job-worker-1)"
 	if events := drain(s.Events); !strings.Contains(events, want) {
 		t.Errorf("no event saying the quota is kept; want %q in:\n%s", want, events)
 	}
+	reclaimable := func(want ...kueue.ReclaimablePod) {
+		t.Helper()
+		if got := s.workload(t).Status.ReclaimablePods; !slices.Equal(got, want) {
+			t.Errorf("reclaimablePods %+v, want %+v", got, want)
+		}
+	}
+	// The ps ended: its quota goes back at once; the workers' stays.
+	reclaimable(kueue.ReclaimablePod{Name: "ps", Count: 1})
 	if err := s.Kube.CoreV1().Pods("ns").Delete(context.Background(), "job-worker-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -387,6 +396,7 @@ func TestFinishedJobKeepsQuotaWhilePodsRun(t *testing.T) {
 	if finished() {
 		t.Fatal("the Workload is Finished while a worker still runs")
 	}
+	reclaimable(kueue.ReclaimablePod{Name: "worker", Count: 1}, kueue.ReclaimablePod{Name: "ps", Count: 1})
 	if events := drain(s.Events); strings.Contains(events, "QuotaKept") {
 		t.Errorf("the QuotaKept event again on a later sync:\n%s", events)
 	}
@@ -395,6 +405,8 @@ func TestFinishedJobKeepsQuotaWhilePodsRun(t *testing.T) {
 	if !finished() {
 		t.Fatalf("the Workload is not Finished once no pod runs: %+v", s.workload(t).Status.Conditions)
 	}
+	// Finished releases all: the counts are left as they were.
+	reclaimable(kueue.ReclaimablePod{Name: "worker", Count: 1}, kueue.ReclaimablePod{Name: "ps", Count: 1})
 	if n := len(s.Pods(t)); n != 2 {
 		t.Errorf("%d pods, want the ps and the worker that ended, kept by the clean-up policy", n)
 	}

@@ -1,6 +1,8 @@
 package kueue
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -16,6 +18,8 @@ import (
 //   - Finished, once the job has ended and none of its pods still runs: Kueue then releases
 //     its quota, and must never count less than what runs (a clean-up policy may keep pods
 //     running after the end: an MPIJob's sshd workers);
+//   - reclaimablePods, while an ended job's kept pods run: the pods of each pod set that do
+//     not, whose quota Kueue gives back at once (the ended launcher's, say);
 //   - after an eviction, once the job's pods are gone: the admission is handed back
 //     (QuotaReserved False, no status.admission), which lets Kueue queue it again.
 
@@ -111,4 +115,37 @@ func conditionStatus(b bool) metav1.ConditionStatus {
 		return metav1.ConditionTrue
 	}
 	return metav1.ConditionFalse
+}
+
+// reclaimablePods decides the Workload's reclaimable pods after a sync (nil: no change).
+// Only an ended job whose clean-up policy keeps some pods running has any: every pod of a
+// pod set but those that may still run (one being deleted runs until it is gone). A
+// running job has none: any replica of it may be made again (a restart), and Kueue refuses
+// a count that shrinks while the workload holds quota. Counts therefore never go down here.
+func reclaimablePods(wl *kueue.Workload, r engine.Report) []kueue.ReclaimablePod {
+	if r.Elsewhere || !r.Running || !engine.Finished(r.Decision.Status) ||
+		!meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) ||
+		meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadFinished) {
+		return nil
+	}
+	running := map[string]int32{}
+	for _, p := range r.Children.Pods {
+		if !engine.PodEnded(p) {
+			running[podSetName(p.Labels[batch.LabelReplicaType])]++
+		}
+	}
+	had := map[string]int32{}
+	for _, rp := range wl.Status.ReclaimablePods {
+		had[rp.Name] = rp.Count
+	}
+	var pods []kueue.ReclaimablePod
+	for _, ps := range wl.Spec.PodSets {
+		if n := max(ps.Count-running[ps.Name], had[ps.Name]); n > 0 {
+			pods = append(pods, kueue.ReclaimablePod{Name: ps.Name, Count: n})
+		}
+	}
+	if slices.Equal(pods, wl.Status.ReclaimablePods) {
+		return nil
+	}
+	return pods
 }

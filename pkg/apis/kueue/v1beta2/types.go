@@ -88,6 +88,16 @@ type WorkloadStatus struct {
 	Admission *Admission `json:"admission,omitempty"`
 	// AdmissionChecks may add labels, annotations, node selectors and tolerations to pod sets.
 	AdmissionChecks []AdmissionCheckState `json:"admissionChecks,omitempty"`
+	// ReclaimablePods, set by the job's controller, are the pods of each pod set that need no
+	// quota any more (they ended and will not run again): Kueue counts the rest. While the
+	// workload holds quota a count may only grow (Kueue's webhook refuses less).
+	ReclaimablePods []ReclaimablePod `json:"reclaimablePods,omitempty"`
+}
+
+// ReclaimablePod is how many pods of one pod set need no quota any more.
+type ReclaimablePod struct {
+	Name  string `json:"name"`
+	Count int32  `json:"count"`
 }
 
 // Admission is where the workload was admitted.

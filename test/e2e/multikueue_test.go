@@ -482,6 +482,47 @@ func TestMultiKueueGoesWhereQuotaIs(t *testing.T) {
 	}
 }
 
+// TestMultiKueueWaitingAndPaused: on the manager a job says why it waits before MultiKueue
+// dispatches it (no copy runs then, so nothing else would), and a pause there removes the
+// copy, says Paused, and on resume runs the job on a worker again.
+func TestMultiKueueWaitingAndPaused(t *testing.T) {
+	workers := useMultiKueue(t)
+	ns := mkNamespace(t, workers)
+	queued := func(j *batch.GenericJob) bool {
+		c := conditionOf(j, batch.JobConditionRunning)
+		return j.Status.Phase == batch.JobPending && c.Reason == "Queued" && strings.Contains(c.Message, "quota")
+	}
+	// More CPU than the manager's queue has: Kueue keeps it there.
+	big := multiKueueJob("mk-big", 2)
+	big.Spec.ReplicaSpecs[0].Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("600")}
+	createJob(t, ns, big)
+	j := waitJob(t, ns, big.Name, "Pending, saying the quota is short", queued)
+	t.Logf("the manager's job waits: %s", conditionOf(j, batch.JobConditionRunning).Message)
+
+	job := multiKueueJob("mk-pause", 1) // runs until deleted
+	createJob(t, ns, job)
+	running := func(what string) {
+		t.Helper()
+		waitFor(t, what, 90*time.Second, func(ctx context.Context) (bool, error) {
+			found := copies(ctx, workers, ns, job.Name)
+			if len(found) != 1 {
+				return false, nil
+			}
+			j, err := found[0].jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+			return err == nil && j.Status.Phase == batch.JobRunning, nil
+		})
+		waitJob(t, ns, job.Name, "Running on the manager, as on the worker", inPhase(batch.JobRunning))
+	}
+	running("a copy running on a worker")
+	setPause(t, ns, job.Name, true)
+	waitFor(t, "the copy gone from every worker", 60*time.Second, func(ctx context.Context) (bool, error) {
+		return len(copies(ctx, workers, ns, job.Name)) == 0, nil
+	})
+	waitJob(t, ns, job.Name, "Paused on the manager", inPhase(batch.JobPaused))
+	setPause(t, ns, job.Name, false)
+	running("a copy running again once resumed")
+}
+
 // TestMultiKueueRealMPIJob: the MPI example, submitted on the manager, runs for real on a
 // process node of the worker MultiKueue chose, and its launcher's log is read there with
 // kubectl logs. The process node joins that worker once the copy is there: its pods wait

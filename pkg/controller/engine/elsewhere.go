@@ -14,7 +14,10 @@ import (
 // Kueue's MultiKueue runs a copy of it on a worker cluster and writes the copy's status into
 // it. This controller then keeps only what its admitters make for the job (the Workload by
 // which Kueue queues it, and MultiKueue dispatches it), and nothing else: no pods, Services
-// or other children, and no status write.
+// or other children. It writes the job's status only while the admitters hold the job
+// (before MultiKueue dispatches it, after an eviction until it dispatches it again, or
+// paused): no copy runs then, so nothing else says why the job waits. Once admitted, the
+// status is the other controller's; an ended job's is never touched.
 
 // syncElsewhere keeps the admitters' children of a job another controller runs, and deletes
 // any other child the job has (made before it was handed over; it cannot be, but a child is
@@ -52,6 +55,11 @@ func (c *Controller) syncElsewhere(ctx context.Context, key string, job Job, pla
 	writes := &Decision{Status: job.JobStatus(), CreateObjects: created, UpdateObjects: updated, DeleteObjects: gone}
 	if _, err := c.createAll(ctx, key, job, writes); err != nil {
 		return 0, err
+	}
+	if v := verdicts.combined(); v != nil && !v.Admitted && !Finished(job.JobStatus()) {
+		if err := c.writeStatus(ctx, key, job, d.Status, nil); err != nil {
+			return 0, err
+		}
 	}
 	// The admitters hear of the sync as the job's own controller reports it (its status), so
 	// that a queue's eviction is handed back at once: there is no pod to wait for here.

@@ -17,7 +17,9 @@ import (
 // the Workload MultiKueue made for it, adopted.
 
 // On the manager: the Workload is made, and once Kueue admits it no pod is made and the
-// job's status is left to MultiKueue; an eviction is handed back at once.
+// job's status is left to MultiKueue; an eviction is handed back at once. While the job
+// waits (before the dispatch, after an eviction) nothing else writes its status: the
+// controller says why it waits.
 func TestManagedByMultiKueueHasOnlyItsWorkload(t *testing.T) {
 	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
 	job.Spec.ManagedBy = batch.MultiKueueControllerName
@@ -26,16 +28,34 @@ func TestManagedByMultiKueueHasOnlyItsWorkload(t *testing.T) {
 	if wl := s.workload(t); len(wl.Spec.PodSets) != 2 || metav1.GetControllerOf(wl) == nil {
 		t.Fatalf("the manager's Workload %+v: want two pod sets, controlled by the job", wl)
 	}
+	waiting := func(reason string) {
+		t.Helper()
+		st := s.Job(t).Status
+		running := conditionOf(&st, batch.JobConditionRunning)
+		if st.Phase != batch.JobPending || running.Reason != reason {
+			t.Errorf("a waiting job MultiKueue manages: phase %q, Running %+v; want Pending, %s", st.Phase, running, reason)
+		}
+	}
+	waiting(reasonQueued)
+
 	s.kueueDecides(t, admit)
 	s.Step(t)
 	if pods := s.Pods(t); len(pods) != 0 {
 		t.Errorf("a job MultiKueue manages got %d pods on the manager", len(pods))
 	}
-	if st := s.Job(t).Status; st.Phase != "" || len(st.Conditions) != 0 {
-		t.Errorf("the controller wrote the status of a job MultiKueue manages: %+v", st)
-	}
 	if wl := s.workload(t); meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPodsReady) != nil {
 		t.Errorf("the manager's Workload got PodsReady from a controller that runs no pod: %+v", wl.Status.Conditions)
+	}
+	// MultiKueue copies the worker's status: the controller leaves it be.
+	copied := s.Job(t)
+	copied.Status = batch.JobStatus{Phase: batch.JobRunning}
+	if _, err := s.Jobs.BatchV1beta1().GenericJobs("ns").UpdateStatus(context.Background(), copied, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Refresh(t)
+	s.Step(t)
+	if st := s.Job(t).Status; st.Phase != batch.JobRunning || len(st.Conditions) != 0 {
+		t.Errorf("the controller wrote the status of a job MultiKueue runs: %+v", st)
 	}
 
 	s.kueueDecides(t, func(wl *kueue.Workload) {
@@ -45,6 +65,7 @@ func TestManagedByMultiKueueHasOnlyItsWorkload(t *testing.T) {
 	if wl := s.workload(t); wl.Status.Admission != nil || meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) {
 		t.Errorf("an evicted Workload of a job MultiKueue manages was not handed back: %+v", wl.Status)
 	}
+	waiting(reasonEvicted)
 }
 
 // On a worker: the copy MultiKueue made (labelled with its prebuilt Workload) adopts that
@@ -82,5 +103,32 @@ func TestPrebuiltWorkloadIsAdopted(t *testing.T) {
 	}
 	if wl := s.workload(t); wl.Spec.QueueName != "team-a" || len(wl.Spec.PodSets) != 2 || wl.Spec.PodSets[0].Template.Spec.Containers == nil {
 		t.Errorf("the prebuilt Workload's spec changed: %+v", wl.Spec)
+	}
+}
+
+// On the manager, a paused job MultiKueue runs gives its Workload up (MultiKueue then
+// removes the copy), says it is paused once the Workload is gone, and on resume is queued
+// anew.
+func TestPausedMultiKueueJobSaysSo(t *testing.T) {
+	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
+	job.Spec.ManagedBy = batch.MultiKueueControllerName
+	s := newQueueTest(t, job, true, Config{}, flavors...)
+	s.Step(t)
+	s.kueueDecides(t, admit)
+	s.Step(t)
+	s.editSpec(t, func(job *batch.GenericJob) { job.Spec.RunMode = &batch.RunMode{Pause: &batch.PauseMode{Enabled: true}} })
+	s.Step(t)
+	if wls, _ := s.kueue.KueueV1beta2().Workloads("ns").List(context.Background(), metav1.ListOptions{}); len(wls.Items) != 0 {
+		t.Fatalf("a paused job MultiKueue runs keeps its Workload (and its copy on a worker)")
+	}
+	s.Step(t)
+	if got := s.Job(t).Status.Phase; got != batch.JobPaused {
+		t.Fatalf("phase %q once the Workload is gone, want Paused", got)
+	}
+	s.editSpec(t, func(job *batch.GenericJob) { job.Spec.RunMode = nil })
+	s.Step(t)
+	s.workload(t)
+	if st := s.Job(t).Status; st.Phase != batch.JobPending || conditionOf(&st, batch.JobConditionRunning).Reason != reasonQueued {
+		t.Errorf("resumed: phase %q, Running %+v; want Pending, Queued", st.Phase, conditionOf(&st, batch.JobConditionRunning))
 	}
 }

@@ -320,3 +320,22 @@ func EndMessage(s *batch.JobStatus) string {
 	}
 	return ""
 }
+
+// completionTime is when the job finished: kept once set, else the time its Completed or
+// Failed condition turned True (now, for a job that ends with this decision; earlier, for
+// one that ended before the status had the field).
+func completionTime(old, s *batch.JobStatus) *metav1.Time {
+	switch {
+	case old.CompletionTime != nil:
+		return old.CompletionTime
+	case !Finished(s):
+		return nil
+	}
+	for _, t := range []batch.JobConditionType{batch.JobCompleted, batch.JobConditionFailed} {
+		if c := conditionOf(s, t); c.Status == corev1.ConditionTrue {
+			at := c.LastTransitionTime
+			return &at
+		}
+	}
+	return nil
+}

@@ -14,10 +14,13 @@ import (
 // Kueue's MultiKueue runs a copy of it on a worker cluster and writes the copy's status into
 // it. This controller then keeps only what its admitters make for the job (the Workload by
 // which Kueue queues it, and MultiKueue dispatches it), and nothing else: no pods, Services
-// or other children. It writes the job's status only while the admitters hold the job
-// (before MultiKueue dispatches it, after an eviction until it dispatches it again, or
-// paused): no copy runs then, so nothing else says why the job waits. Once admitted, the
-// status is the other controller's; an ended job's is never touched.
+// or other children. It writes the job's status only while the admitters hold the job and
+// no copy of it may run: before MultiKueue first dispatches it, and once a pause has taken
+// its Workload (and so its copy) away, then until the next dispatch; nothing else says why
+// the job waits then. A status that shows a copy that started is left as it is, evicted or
+// not: the copy may still run (on a worker MultiKueue lost touch with), and MultiKueue
+// copies a status again only when the copy's changes, so words written over it would stay.
+// Once admitted, the status is the other controller's; an ended job's is never touched.
 
 // syncElsewhere keeps the admitters' children of a job another controller runs, and deletes
 // any other child the job has (made before it was handed over; it cannot be, but a child is
@@ -56,7 +59,8 @@ func (c *Controller) syncElsewhere(ctx context.Context, key string, job Job, pla
 	if _, err := c.createAll(ctx, key, job, writes); err != nil {
 		return 0, err
 	}
-	if v := verdicts.combined(); v != nil && !v.Admitted && !Finished(job.JobStatus()) {
+	held := verdicts.combined()
+	if st := job.JobStatus(); held != nil && !held.Admitted && !Finished(st) && (st.StartTime == nil || plan.Paused) {
 		if err := c.writeStatus(ctx, key, job, d.Status, nil); err != nil {
 			return 0, err
 		}

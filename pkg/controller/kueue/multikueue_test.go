@@ -17,9 +17,8 @@ import (
 // the Workload MultiKueue made for it, adopted.
 
 // On the manager: the Workload is made, and once Kueue admits it no pod is made and the
-// job's status is left to MultiKueue; an eviction is handed back at once. While the job
-// waits (before the dispatch, after an eviction) nothing else writes its status: the
-// controller says why it waits.
+// job's status is left to MultiKueue; an eviction is handed back at once. Before the first
+// dispatch nothing else writes its status: the controller says why it waits.
 func TestManagedByMultiKueueHasOnlyItsWorkload(t *testing.T) {
 	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
 	job.Spec.ManagedBy = batch.MultiKueueControllerName
@@ -46,18 +45,13 @@ func TestManagedByMultiKueueHasOnlyItsWorkload(t *testing.T) {
 	if wl := s.workload(t); meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPodsReady) != nil {
 		t.Errorf("the manager's Workload got PodsReady from a controller that runs no pod: %+v", wl.Status.Conditions)
 	}
-	// MultiKueue copies the worker's status: the controller leaves it be.
-	copied := s.Job(t)
-	copied.Status = batch.JobStatus{Phase: batch.JobRunning}
-	if _, err := s.Jobs.BatchV1beta1().GenericJobs("ns").UpdateStatus(context.Background(), copied, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s.Refresh(t)
+	// MultiKueue copies the worker's status: the controller leaves it be, also once the job
+	// is evicted (the copy may still run on a worker MultiKueue lost).
+	s.copyStarted(t)
 	s.Step(t)
 	if st := s.Job(t).Status; st.Phase != batch.JobRunning || len(st.Conditions) != 0 {
 		t.Errorf("the controller wrote the status of a job MultiKueue runs: %+v", st)
 	}
-
 	s.kueueDecides(t, func(wl *kueue.Workload) {
 		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "AdmissionCheck", Message: "Reserving remote lost"})
 	})
@@ -65,7 +59,20 @@ func TestManagedByMultiKueueHasOnlyItsWorkload(t *testing.T) {
 	if wl := s.workload(t); wl.Status.Admission != nil || meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) {
 		t.Errorf("an evicted Workload of a job MultiKueue manages was not handed back: %+v", wl.Status)
 	}
-	waiting(reasonEvicted)
+	if st := s.Job(t).Status; st.Phase != batch.JobRunning || len(st.Conditions) != 0 {
+		t.Errorf("the controller wrote over the status of a started copy on an eviction: %+v", st)
+	}
+}
+
+// copyStarted sets the job's status as MultiKueue copies it from a copy that started.
+func (s *queueTest) copyStarted(t *testing.T) {
+	t.Helper()
+	copied := s.Job(t)
+	copied.Status = batch.JobStatus{Phase: batch.JobRunning, StartTime: &metav1.Time{Time: now}}
+	if _, err := s.Jobs.BatchV1beta1().GenericJobs("ns").UpdateStatus(context.Background(), copied, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Refresh(t)
 }
 
 // On a worker: the copy MultiKueue made (labelled with its prebuilt Workload) adopts that
@@ -116,6 +123,7 @@ func TestPausedMultiKueueJobSaysSo(t *testing.T) {
 	s.Step(t)
 	s.kueueDecides(t, admit)
 	s.Step(t)
+	s.copyStarted(t)
 	s.editSpec(t, func(job *batch.GenericJob) { job.Spec.RunMode = &batch.RunMode{Pause: &batch.PauseMode{Enabled: true}} })
 	s.Step(t)
 	if wls, _ := s.kueue.KueueV1beta2().Workloads("ns").List(context.Background(), metav1.ListOptions{}); len(wls.Items) != 0 {

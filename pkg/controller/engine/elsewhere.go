@@ -26,7 +26,8 @@ import (
 // any other child the job has (made before it was handed over; it cannot be, but a child is
 // never left to run twice).
 func (c *Controller) syncElsewhere(ctx context.Context, key string, job Job, plan *Plan, children Children, verdicts *verdicts) (time.Duration, error) {
-	d := Decide(job, plan, children, verdicts.combined(), c.now())
+	verdict := verdicts.combined()
+	d := Decide(job, plan, children, verdict, c.now())
 	if d.BuildErr != nil {
 		return 0, d.BuildErr
 	}
@@ -59,8 +60,7 @@ func (c *Controller) syncElsewhere(ctx context.Context, key string, job Job, pla
 	if _, err := c.createAll(ctx, key, job, writes); err != nil {
 		return 0, err
 	}
-	held := verdicts.combined()
-	if st := job.JobStatus(); held != nil && !held.Admitted && !Finished(st) && (st.StartTime == nil || plan.Paused) {
+	if st := job.JobStatus(); verdict != nil && !verdict.Admitted && !Finished(st) && (st.StartTime == nil || plan.Paused) {
 		if err := c.writeStatus(ctx, key, job, d.Status, nil); err != nil {
 			return 0, err
 		}

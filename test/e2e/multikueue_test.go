@@ -202,6 +202,23 @@ func copies(ctx context.Context, workers []*mkWorker, ns, name string) []*mkWork
 	return out
 }
 
+// waitCopyRunning waits until one worker holds a copy of the GenericJob and it runs there,
+// and returns that worker.
+func waitCopyRunning(t *testing.T, workers []*mkWorker, ns, name, what string) *mkWorker {
+	t.Helper()
+	var worker *mkWorker
+	waitFor(t, what, 90*time.Second, func(ctx context.Context) (bool, error) {
+		found := copies(ctx, workers, ns, name)
+		if len(found) != 1 {
+			return false, nil
+		}
+		worker = found[0]
+		j, err := worker.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && j.Status.Phase == batch.JobRunning, nil
+	})
+	return worker
+}
+
 // multiKueueJob is a GenericJob for the manager's MultiKueue queue.
 func multiKueueJob(name string, replicas int32) *batch.GenericJob {
 	r := replica("worker", "trainer")
@@ -503,14 +520,7 @@ func TestMultiKueueWaitingAndPaused(t *testing.T) {
 	createJob(t, ns, job)
 	running := func(what string) {
 		t.Helper()
-		waitFor(t, what, 90*time.Second, func(ctx context.Context) (bool, error) {
-			found := copies(ctx, workers, ns, job.Name)
-			if len(found) != 1 {
-				return false, nil
-			}
-			j, err := found[0].jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
-			return err == nil && j.Status.Phase == batch.JobRunning, nil
-		})
+		waitCopyRunning(t, workers, ns, job.Name, what)
 		waitJob(t, ns, job.Name, "Running on the manager, as on the worker", inPhase(batch.JobRunning))
 	}
 	running("a copy running on a worker")
@@ -606,16 +616,7 @@ func TestMultiKueueWorkerLost(t *testing.T) {
 	ns := mkNamespace(t, workers)
 	job := multiKueueJob("mk-lost", 1) // runs until deleted
 	createJob(t, ns, job)
-	var lost *mkWorker
-	waitFor(t, "a copy running on a worker", 90*time.Second, func(ctx context.Context) (bool, error) {
-		found := copies(ctx, workers, ns, job.Name)
-		if len(found) != 1 {
-			return false, nil
-		}
-		j, err := found[0].jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
-		lost = found[0]
-		return err == nil && j.Status.Phase == batch.JobRunning, nil
-	})
+	lost := waitCopyRunning(t, workers, ns, job.Name, "a copy running on a worker")
 	other := workers[0]
 	if other == lost {
 		other = workers[1]

@@ -185,7 +185,7 @@ var Cases = append([]Case{
 	}, tooManyReplicas},
 	{"XGBoostTrainingJob with the most replicas", "xgboost-example.yaml", func(o map[string]any) { set(o, MaxReplicas-1, "spec", "replicaSpecs", 1, "replicas") }, ""},
 	{"XGBoostTrainingJob with one replica too many", "xgboost-example.yaml", func(o map[string]any) { set(o, MaxReplicas, "spec", "replicaSpecs", 1, "replicas") }, tooManyReplicas},
-}, lifecycleCases()...)
+}, append(lifecycleCases(), schedulingCases()...)...)
 
 // lifecycleCases are the rules of the lifecycle controls every kind shares
 // (docs/lifecycle.md): no negative TTL, a start deadline of at least a second, and a whole-job
@@ -220,6 +220,108 @@ func lifecycleCases() []Case {
 		}, "no replica type of this job is ever restarted"},
 		Case{"xgboost: whole-job restart with OnFailure", "xgboost-example.yaml", func(o map[string]any) { set(o, "Job", "spec", "restartScope") }, ""},
 	)
+}
+
+// schedulingCases are the rules of spec.scheduling, which every kind has (docs/gang.md): one
+// variant of each union, a positive minCount, claims with one source and names that are DNS
+// labels, a topology key that is a label key, and the lists' limits. Every kind gets the
+// documented block; the other rules are the same schema on each, checked on GenericJob.
+func schedulingCases() []Case {
+	const example = "generic-example.yaml"
+	claim := func(name string, source ...string) map[string]any {
+		c := map[string]any{"name": name}
+		for i := 0; i+1 < len(source); i += 2 {
+			c[source[i]] = source[i+1]
+		}
+		return c
+	}
+	var cases []Case
+	for _, example := range []string{"generic-example.yaml", "mpi-example.yaml", "colossalai-example.yaml", "tensorflow-example.yaml", "xgboost-example.yaml"} {
+		kind := strings.TrimSuffix(example, "-example.yaml")
+		cases = append(cases, Case{kind + ": scheduling as documented", example, func(o map[string]any) { set(o, DocumentedScheduling(), "spec", "scheduling") }, ""})
+	}
+	return append(cases,
+		Case{"scheduling: empty", example, func(o map[string]any) { set(o, map[string]any{}, "spec", "scheduling") }, ""},
+		Case{"scheduling: basic policy", example, func(o map[string]any) {
+			set(o, map[string]any{"basic": map[string]any{}}, "spec", "scheduling", "schedulingPolicy")
+		}, ""},
+		Case{"scheduling: gang without minCount", example, func(o map[string]any) {
+			set(o, map[string]any{"gang": map[string]any{}}, "spec", "scheduling", "schedulingPolicy")
+		}, ""},
+		Case{"scheduling: neither basic nor gang", example, func(o map[string]any) {
+			set(o, map[string]any{}, "spec", "scheduling", "schedulingPolicy")
+		}, "spec.scheduling.schedulingPolicy must set exactly one of basic"},
+		Case{"scheduling: both basic and gang", example, func(o map[string]any) {
+			set(o, map[string]any{"basic": map[string]any{}, "gang": map[string]any{"minCount": 2}}, "spec", "scheduling", "schedulingPolicy")
+		}, "spec.scheduling.schedulingPolicy must set exactly one of basic"},
+		Case{"scheduling: minCount 0", example, func(o map[string]any) {
+			set(o, map[string]any{"gang": map[string]any{"minCount": 0}}, "spec", "scheduling", "schedulingPolicy")
+		}, "spec.scheduling.schedulingPolicy.gang.minCount must be at least 1"},
+		Case{"scheduling: minCount 1", example, func(o map[string]any) {
+			set(o, map[string]any{"gang": map[string]any{"minCount": 1}}, "spec", "scheduling", "schedulingPolicy")
+		}, ""},
+		Case{"scheduling: neither single nor all", example, func(o map[string]any) {
+			set(o, map[string]any{}, "spec", "scheduling", "disruptionMode")
+		}, "spec.scheduling.disruptionMode must set exactly one of single"},
+		Case{"scheduling: both single and all", example, func(o map[string]any) {
+			set(o, map[string]any{"single": map[string]any{}, "all": map[string]any{}}, "spec", "scheduling", "disruptionMode")
+		}, "spec.scheduling.disruptionMode must set exactly one of single"},
+		Case{"scheduling: disruption mode single", example, func(o map[string]any) {
+			set(o, map[string]any{"single": map[string]any{}}, "spec", "scheduling", "disruptionMode")
+		}, ""},
+		Case{"scheduling: unknown disruption mode", example, func(o map[string]any) {
+			set(o, map[string]any{"some": map[string]any{}}, "spec", "scheduling", "disruptionMode")
+		}, "spec.scheduling.disruptionMode.some"},
+		Case{"scheduling: topology key not a label key", example, func(o map[string]any) {
+			set(o, []any{map[string]any{"key": "rack name"}}, "spec", "scheduling", "schedulingConstraints", "topology")
+		}, "spec.scheduling.schedulingConstraints.topology[*].key must be a valid label key"},
+		Case{"scheduling: topology key with a bad prefix", example, func(o map[string]any) {
+			set(o, []any{map[string]any{"key": "Example.com/rack"}}, "spec", "scheduling", "schedulingConstraints", "topology")
+		}, "spec.scheduling.schedulingConstraints.topology[*].key must be a valid label key"},
+		Case{"scheduling: topology key without a prefix", example, func(o map[string]any) {
+			set(o, []any{map[string]any{"key": "rack"}}, "spec", "scheduling", "schedulingConstraints", "topology")
+		}, ""},
+		Case{"scheduling: two topology constraints", example, func(o map[string]any) {
+			set(o, []any{map[string]any{"key": "example.com/rack"}, map[string]any{"key": "example.com/block"}}, "spec", "scheduling", "schedulingConstraints", "topology")
+		}, "spec.scheduling.schedulingConstraints.topology: Too many: 2: must have at most 1 item"},
+		Case{"scheduling: claim without a source", example, func(o map[string]any) {
+			set(o, []any{claim("gpus")}, "spec", "scheduling", "resourceClaims")
+		}, "spec.scheduling.resourceClaims[*] must set exactly one of resourceClaimName"},
+		Case{"scheduling: claim with two sources", example, func(o map[string]any) {
+			set(o, []any{claim("gpus", "resourceClaimName", "a", "resourceClaimTemplateName", "b")}, "spec", "scheduling", "resourceClaims")
+		}, "spec.scheduling.resourceClaims[*] must set exactly one of resourceClaimName"},
+		Case{"scheduling: claim by name", example, func(o map[string]any) {
+			set(o, []any{claim("gpus", "resourceClaimName", "shared-gpus")}, "spec", "scheduling", "resourceClaims")
+		}, ""},
+		Case{"scheduling: claim name not a DNS label", example, func(o map[string]any) {
+			set(o, []any{claim("GPUs.a", "resourceClaimName", "a")}, "spec", "scheduling", "resourceClaims")
+		}, "spec.scheduling.resourceClaims[*].name must be a DNS label"},
+		Case{"scheduling: claim source not a DNS subdomain", example, func(o map[string]any) {
+			set(o, []any{claim("gpus", "resourceClaimTemplateName", "GPU_template")}, "spec", "scheduling", "resourceClaims")
+		}, "spec.scheduling.resourceClaims[*].resourceClaimTemplateName must be a DNS subdomain"},
+		Case{"scheduling: duplicate claim name", example, func(o map[string]any) {
+			set(o, []any{claim("gpus", "resourceClaimName", "a"), claim("gpus", "resourceClaimName", "b")}, "spec", "scheduling", "resourceClaims")
+		}, `spec.scheduling.resourceClaims[1]: Duplicate value`},
+		Case{"scheduling: 4 claims", example, func(o map[string]any) {
+			set(o, []any{claim("a", "resourceClaimName", "a"), claim("b", "resourceClaimName", "b"), claim("c", "resourceClaimName", "c"), claim("d", "resourceClaimName", "d")},
+				"spec", "scheduling", "resourceClaims")
+		}, ""},
+		Case{"scheduling: 5 claims", example, func(o map[string]any) {
+			set(o, []any{claim("a", "resourceClaimName", "a"), claim("b", "resourceClaimName", "b"), claim("c", "resourceClaimName", "c"), claim("d", "resourceClaimName", "d"),
+				claim("e", "resourceClaimName", "e")}, "spec", "scheduling", "resourceClaims")
+		}, "spec.scheduling.resourceClaims: Too many: 5: must have at most 4 items"},
+	)
+}
+
+// DocumentedScheduling is the spec.scheduling of docs/gang.md's worked example: a gang of 4
+// in one rack, disrupted only whole, sharing a claim made from a template.
+func DocumentedScheduling() map[string]any {
+	return map[string]any{
+		"schedulingPolicy":      map[string]any{"gang": map[string]any{"minCount": 1}},
+		"schedulingConstraints": map[string]any{"topology": []any{map[string]any{"key": "topology.kubernetes.io/rack"}}},
+		"disruptionMode":        map[string]any{"all": map[string]any{}},
+		"resourceClaims":        []any{map[string]any{"name": "gpus", "resourceClaimTemplateName": "gpus"}},
+	}
 }
 
 // The messages of the replica limit.
@@ -259,6 +361,62 @@ func managedBy(name string) func(map[string]any) {
 	return func(o map[string]any) { set(o, name, "spec", "managedBy") }
 }
 
+// The messages of spec.scheduling's update rules.
+const (
+	SchedulingAddedOrRemoved   = "spec.scheduling cannot be added or removed once the job exists"
+	SchedulingPolicyFrozen     = "spec.scheduling.schedulingPolicy cannot be added, removed or switched between basic and gang"
+	SchedulingConstraintsFixed = "spec.scheduling.schedulingConstraints cannot change once the job exists"
+	DisruptionModeFixed        = "spec.scheduling.disruptionMode cannot change once the job exists"
+	ResourceClaimsFixed        = "spec.scheduling.resourceClaims cannot change once the job exists"
+)
+
+// schedulingUpdateCases: spec.scheduling is immutable as a batch Job's is: it cannot be
+// added or removed, and only schedulingPolicy.gang.minCount changes in it.
+func schedulingUpdateCases() []UpdateCase {
+	const example = "generic-example.yaml"
+	scheduling := func(edits ...func(s map[string]any)) func(map[string]any) {
+		return func(o map[string]any) {
+			s := DocumentedScheduling()
+			for _, e := range edits {
+				e(s)
+			}
+			set(o, s, "spec", "scheduling")
+		}
+	}
+	minCount := func(n int) func(map[string]any) {
+		return func(s map[string]any) { s["schedulingPolicy"] = map[string]any{"gang": map[string]any{"minCount": n}} }
+	}
+	without := func(field string) func(map[string]any) { return func(s map[string]any) { delete(s, field) } }
+	with := func(field string, value any) func(map[string]any) { return func(s map[string]any) { s[field] = value } }
+	unchanged := func(map[string]any) {}
+	var cases []UpdateCase
+	for _, example := range []string{"generic-example.yaml", "mpi-example.yaml", "colossalai-example.yaml", "tensorflow-example.yaml", "xgboost-example.yaml"} {
+		kind := strings.TrimSuffix(example, ".yaml")
+		cases = append(cases,
+			UpdateCase{kind + ": scheduling added", example, unchanged, scheduling(), SchedulingAddedOrRemoved},
+			UpdateCase{kind + ": scheduling removed", example, scheduling(), unchanged, SchedulingAddedOrRemoved},
+			UpdateCase{kind + ": gang minCount changed", example, scheduling(), scheduling(minCount(2)), ""},
+		)
+	}
+	return append(cases,
+		UpdateCase{"scheduling: minCount given later", example, scheduling(with("schedulingPolicy", map[string]any{"gang": map[string]any{}})), scheduling(minCount(1)), ""},
+		UpdateCase{"scheduling: policy added", example, scheduling(without("schedulingPolicy")), scheduling(), SchedulingPolicyFrozen},
+		UpdateCase{"scheduling: policy removed", example, scheduling(), scheduling(without("schedulingPolicy")), SchedulingPolicyFrozen},
+		UpdateCase{"scheduling: gang switched to basic", example, scheduling(), scheduling(with("schedulingPolicy", map[string]any{"basic": map[string]any{}})), SchedulingPolicyFrozen},
+		UpdateCase{"scheduling: topology changed", example, scheduling(),
+			scheduling(with("schedulingConstraints", map[string]any{"topology": []any{map[string]any{"key": "topology.kubernetes.io/zone"}}})), SchedulingConstraintsFixed},
+		UpdateCase{"scheduling: topology removed", example, scheduling(), scheduling(without("schedulingConstraints")), SchedulingConstraintsFixed},
+		UpdateCase{"scheduling: disruption mode changed", example, scheduling(), scheduling(with("disruptionMode", map[string]any{"single": map[string]any{}})), DisruptionModeFixed},
+		UpdateCase{"scheduling: claim added", example, scheduling(), scheduling(with("resourceClaims", []any{
+			map[string]any{"name": "gpus", "resourceClaimTemplateName": "gpus"}, map[string]any{"name": "nics", "resourceClaimName": "nics"}})), ResourceClaimsFixed},
+		UpdateCase{"scheduling: claims removed", example, scheduling(), scheduling(without("resourceClaims")), ResourceClaimsFixed},
+		UpdateCase{"scheduling: kept, TTL set later", example, scheduling(), func(o map[string]any) {
+			scheduling()(o)
+			set(o, 60, "spec", "ttlSecondsAfterFinished")
+		}, ""},
+	)
+}
+
 // UpdateCases: pause.enabled may be switched at will; resumeSpecs may be set once and never
 // changed or removed afterwards (every kind has the rule). What a GenericJob's replicas are
 // made from changes only while the job is paused; rules and clean-up change at any time.
@@ -294,7 +452,7 @@ func UpdateCases() []UpdateCase {
 				}, ""},
 		)
 	}
-	return append(cases, liveChangeCases()...)
+	return append(append(cases, liveChangeCases()...), schedulingUpdateCases()...)
 }
 
 // liveChangeCases: a GenericJob's replicas, their services, scheduler and debug mode change

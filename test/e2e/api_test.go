@@ -171,6 +171,22 @@ func TestExplain(t *testing.T) {
 		"colossalaijob.status.tasks.replicas.disruptions":  "replaced because they were disrupted",
 		"genericjob.status.tasks.replicas.lastTermination": "Disrupted",
 		"genericjob.status.restarts":                       "counts the restarts of the whole job",
+		// spec.scheduling, every field of it (docs/gang.md).
+		"genericjob.spec.scheduling":                                          "It has the shape of a batch/v1 Job's spec.scheduling",
+		"mpijob.spec.scheduling.schedulingPolicy":                             "Without it the job is a gang of the default minCount",
+		"colossalaijob.spec.scheduling.schedulingPolicy.basic":                "Basic places the pods one by one",
+		"tensorflowtrainingjob.spec.scheduling.schedulingPolicy.gang":         "kube-scheduler binds none until it can bind minCount of them",
+		"xgboosttrainingjob.spec.scheduling.schedulingPolicy.gang.minCount":   "A minCount larger than that fails the job",
+		"genericjob.spec.scheduling.schedulingConstraints":                    "TopologyAwareWorkloadScheduling feature gate",
+		"genericjob.spec.scheduling.schedulingConstraints.topology":           "At most one constraint",
+		"genericjob.spec.scheduling.schedulingConstraints.topology.key":       "nodes without the label are not used",
+		"genericjob.spec.scheduling.disruptionMode":                           "kube-scheduler preempts every pod of the group when it preempts one",
+		"genericjob.spec.scheduling.disruptionMode.single":                    "disrupt (preempt) the pods one by one",
+		"genericjob.spec.scheduling.disruptionMode.all":                       "disrupt (preempt) the pods only all together",
+		"genericjob.spec.scheduling.resourceClaims":                           "DRAWorkloadResourceClaims feature gate",
+		"genericjob.spec.scheduling.resourceClaims.name":                      "where containers refer to it",
+		"genericjob.spec.scheduling.resourceClaims.resourceClaimName":         "an existing ResourceClaim",
+		"genericjob.spec.scheduling.resourceClaims.resourceClaimTemplateName": "one ResourceClaim is made from it for the job's PodGroup",
 	}
 	for field, want := range cases {
 		t.Run(field, func(t *testing.T) {

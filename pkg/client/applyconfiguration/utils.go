@@ -50,6 +50,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &batchv1beta1.DependentReferenceApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("DependentStatus"):
 		return &batchv1beta1.DependentStatusApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("GangSchedulingPolicy"):
+		return &batchv1beta1.GangSchedulingPolicyApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("GenericJob"):
 		return &batchv1beta1.GenericJobApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("GenericJobSpec"):
@@ -72,6 +74,14 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &batchv1beta1.MPIWorkerSpecApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("PauseMode"):
 		return &batchv1beta1.PauseModeApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("PodGroupDisruptionMode"):
+		return &batchv1beta1.PodGroupDisruptionModeApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("PodGroupResourceClaim"):
+		return &batchv1beta1.PodGroupResourceClaimApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("PodGroupSchedulingConstraints"):
+		return &batchv1beta1.PodGroupSchedulingConstraintsApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("PodGroupSchedulingPolicy"):
+		return &batchv1beta1.PodGroupSchedulingPolicyApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ReplicaDebugSet"):
 		return &batchv1beta1.ReplicaDebugSetApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ReplicaStatus"):
@@ -84,6 +94,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &batchv1beta1.RunModeApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("SchedulePolicy"):
 		return &batchv1beta1.SchedulePolicyApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("SchedulingConfiguration"):
+		return &batchv1beta1.SchedulingConfigurationApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ServiceOption"):
 		return &batchv1beta1.ServiceOptionApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ServicePort"):
@@ -102,6 +114,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &batchv1beta1.TensorFlowTrainingJobSpecApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("TensorFlowTrainingJobStatus"):
 		return &batchv1beta1.TensorFlowTrainingJobStatusApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("TopologyConstraint"):
+		return &batchv1beta1.TopologyConstraintApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("TrainingReplicaSpec"):
 		return &batchv1beta1.TrainingReplicaSpecApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("TrainingRunPolicy"):

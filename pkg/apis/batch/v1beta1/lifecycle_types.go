@@ -2,8 +2,10 @@ package v1beta1
 
 // Lifecycle holds the controls every kind shares over a job's life beyond its replicas'
 // restart policies: when a finished job goes, how long its replicas may take to start, what
-// one restart restarts (docs/lifecycle.md), and which controller runs it. Each kind's spec has them at its top level,
+// one restart restarts (docs/lifecycle.md), which controller runs it, and how its pods are
+// placed together (scheduling, docs/gang.md). Each kind's spec has them at its top level,
 // as a batch/v1 Job has its own.
+// +kubebuilder:validation:XValidation:rule="has(self.scheduling) == has(oldSelf.scheduling)",message="spec.scheduling cannot be added or removed once the job exists: the job's PodGroup, or its pods without one, were made by it; create a new job instead"
 type Lifecycle struct {
 	// TTLSecondsAfterFinished deletes the job, with its pods, Services and other children,
 	// this many seconds after it finished (status.completionTime), whether it succeeded or
@@ -41,6 +43,14 @@ type Lifecycle struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	ManagedBy string `json:"managedBy,omitempty"`
+
+	// Scheduling places the job's pods together through a PodGroup of kube-scheduler's:
+	// all or nothing (gang), in one topology domain, disrupted only all together, sharing
+	// device claims. It has the shape of a batch/v1 Job's spec.scheduling (docs/gang.md). It
+	// cannot be added or removed once the job exists, and only
+	// schedulingPolicy.gang.minCount may change in it.
+	// +optional
+	Scheduling *SchedulingConfiguration `json:"scheduling,omitempty"`
 }
 
 // ControllerName is the project's controller's name in spec.managedBy.

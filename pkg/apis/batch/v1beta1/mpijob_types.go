@@ -46,8 +46,8 @@ type MPIJob struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.restartScope) || self.restartScope == 'Replica'",message="spec.restartScope: Job cannot apply to an MPIJob: its launcher and workers are never restarted, the launcher's one run is the training; leave spec.restartScope out"
 // +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",message="spec.managedBy cannot be set, changed or removed once the job exists: it says which controller runs the job; create a new job instead"
 type MPIJobSpec struct {
-	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope and
-	// managedBy, as every kind has them (docs/lifecycle.md).
+	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope, managedBy
+	// and scheduling, as every kind has them (docs/lifecycle.md, docs/gang.md).
 	Lifecycle `json:",inline"`
 
 	// Worker configures the workers, and the program mpirun starts on them.

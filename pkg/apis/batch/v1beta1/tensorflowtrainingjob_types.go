@@ -48,8 +48,8 @@ type TensorFlowTrainingJob struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.restartScope) || self.restartScope != 'Job' || self.replicaSpecs.exists(r, has(r.restartPolicy) && r.restartPolicy != 'Never')",message="spec.restartScope: Job restarts every replica when one is restarted, but no replica type of this job is ever restarted: give one a restartPolicy (OnFailure or ExitCode, say), or leave spec.restartScope out"
 // +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",message="spec.managedBy cannot be set, changed or removed once the job exists: it says which controller runs the job; create a new job instead"
 type TensorFlowTrainingJobSpec struct {
-	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope and
-	// managedBy, as every kind has them (docs/lifecycle.md).
+	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope, managedBy
+	// and scheduling, as every kind has them (docs/lifecycle.md, docs/gang.md).
 	Lifecycle `json:",inline"`
 
 	// ReplicaSpecs lists the replica types: chief (at most one), worker, ps and evaluator.

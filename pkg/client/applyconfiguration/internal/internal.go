@@ -2446,6 +2446,30 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
       default: 0
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.AllDisruptionMode
+  map:
+    elementType:
+      scalar: untyped
+      list:
+        elementType:
+          namedType: __untyped_atomic_
+        elementRelationship: atomic
+      map:
+        elementType:
+          namedType: __untyped_deduced_
+        elementRelationship: separable
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.BasicSchedulingPolicy
+  map:
+    elementType:
+      scalar: untyped
+      list:
+        elementType:
+          namedType: __untyped_atomic_
+        elementRelationship: atomic
+      map:
+        elementType:
+          namedType: __untyped_deduced_
+        elementRelationship: separable
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ColossalAIJob
   map:
     fields:
@@ -2490,6 +2514,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: scheduler
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.SchedulePolicy
+    - name: scheduling
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.SchedulingConfiguration
     - name: ssh
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.SSHConfig
@@ -2622,6 +2649,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: type
       type:
         scalar: string
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.GangSchedulingPolicy
+  map:
+    fields:
+    - name: minCount
+      type:
+        scalar: numeric
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.GenericJob
   map:
     fields:
@@ -2680,6 +2713,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: scheduler
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.SchedulePolicy
+    - name: scheduling
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.SchedulingConfiguration
     - name: service
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ServiceOption
@@ -2831,6 +2867,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: scheduler
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.SchedulePolicy
+    - name: scheduling
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.SchedulingConfiguration
     - name: ssh
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.SSHConfig
@@ -2881,6 +2920,46 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.PodGroupDisruptionMode
+  map:
+    fields:
+    - name: all
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.AllDisruptionMode
+    - name: single
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.SingleDisruptionMode
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.PodGroupResourceClaim
+  map:
+    fields:
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: resourceClaimName
+      type:
+        scalar: string
+    - name: resourceClaimTemplateName
+      type:
+        scalar: string
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.PodGroupSchedulingConstraints
+  map:
+    fields:
+    - name: topology
+      type:
+        list:
+          elementType:
+            namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.TopologyConstraint
+          elementRelationship: atomic
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.PodGroupSchedulingPolicy
+  map:
+    fields:
+    - name: basic
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.BasicSchedulingPolicy
+    - name: gang
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.GangSchedulingPolicy
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ReplicaDebugSet
   map:
     fields:
@@ -3008,6 +3087,26 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: t9kScheduler
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.T9kScheduler
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.SchedulingConfiguration
+  map:
+    fields:
+    - name: disruptionMode
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.PodGroupDisruptionMode
+    - name: resourceClaims
+      type:
+        list:
+          elementType:
+            namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.PodGroupResourceClaim
+          elementRelationship: associative
+          keys:
+          - name
+    - name: schedulingConstraints
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.PodGroupSchedulingConstraints
+    - name: schedulingPolicy
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.PodGroupSchedulingPolicy
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ServiceOption
   map:
     fields:
@@ -3033,6 +3132,18 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: protocol
       type:
         scalar: string
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.SingleDisruptionMode
+  map:
+    elementType:
+      scalar: untyped
+      list:
+        elementType:
+          namedType: __untyped_atomic_
+        elementRelationship: atomic
+      map:
+        elementType:
+          namedType: __untyped_deduced_
+        elementRelationship: separable
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.T9kScheduler
   map:
     fields:
@@ -3121,6 +3232,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: scheduler
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.SchedulePolicy
+    - name: scheduling
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.SchedulingConfiguration
     - name: startupDeadlineSeconds
       type:
         scalar: numeric
@@ -3169,6 +3283,13 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: tensorboard
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.DependentStatus
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.TopologyConstraint
+  map:
+    fields:
+    - name: key
+      type:
+        scalar: string
+      default: ""
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.TrainingReplicaSpec
   map:
     fields:
@@ -3252,6 +3373,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: scheduler
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.SchedulePolicy
+    - name: scheduling
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.SchedulingConfiguration
     - name: startupDeadlineSeconds
       type:
         scalar: numeric

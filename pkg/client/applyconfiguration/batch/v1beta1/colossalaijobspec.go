@@ -27,8 +27,8 @@ import (
 //
 // ColossalAIJobSpec is the desired state of a ColossalAIJob.
 type ColossalAIJobSpecApplyConfiguration struct {
-	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope and
-	// managedBy, as every kind has them (docs/lifecycle.md).
+	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope, managedBy
+	// and scheduling, as every kind has them (docs/lifecycle.md, docs/gang.md).
 	LifecycleApplyConfiguration `json:""`
 	// SSH configures the SSH connection from the launcher to the workers.
 	SSH *SSHConfigApplyConfiguration `json:"ssh,omitempty"`
@@ -81,6 +81,14 @@ func (b *ColossalAIJobSpecApplyConfiguration) WithRestartScope(value batchv1beta
 // If called multiple times, the ManagedBy field is set to the value of the last call.
 func (b *ColossalAIJobSpecApplyConfiguration) WithManagedBy(value string) *ColossalAIJobSpecApplyConfiguration {
 	b.LifecycleApplyConfiguration.ManagedBy = &value
+	return b
+}
+
+// WithScheduling sets the Scheduling field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Scheduling field is set to the value of the last call.
+func (b *ColossalAIJobSpecApplyConfiguration) WithScheduling(value *SchedulingConfigurationApplyConfiguration) *ColossalAIJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.Scheduling = value
 	return b
 }
 

@@ -27,8 +27,8 @@ import (
 //
 // GenericJobSpec is the desired state of a GenericJob.
 type GenericJobSpecApplyConfiguration struct {
-	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope and
-	// managedBy, as every kind has them (docs/lifecycle.md).
+	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope, managedBy
+	// and scheduling, as every kind has them (docs/lifecycle.md, docs/gang.md).
 	LifecycleApplyConfiguration `json:""`
 	// ReplicaSpecs lists the replica types of the job, each with its count, pod template and
 	// restart policy. Types must be unique, and their replicas add up to at most 750 (the
@@ -90,6 +90,14 @@ func (b *GenericJobSpecApplyConfiguration) WithRestartScope(value batchv1beta1.R
 // If called multiple times, the ManagedBy field is set to the value of the last call.
 func (b *GenericJobSpecApplyConfiguration) WithManagedBy(value string) *GenericJobSpecApplyConfiguration {
 	b.LifecycleApplyConfiguration.ManagedBy = &value
+	return b
+}
+
+// WithScheduling sets the Scheduling field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Scheduling field is set to the value of the last call.
+func (b *GenericJobSpecApplyConfiguration) WithScheduling(value *SchedulingConfigurationApplyConfiguration) *GenericJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.Scheduling = value
 	return b
 }
 

@@ -27,7 +27,8 @@ import (
 //
 // Lifecycle holds the controls every kind shares over a job's life beyond its replicas'
 // restart policies: when a finished job goes, how long its replicas may take to start, what
-// one restart restarts (docs/lifecycle.md), and which controller runs it. Each kind's spec has them at its top level,
+// one restart restarts (docs/lifecycle.md), which controller runs it, and how its pods are
+// placed together (scheduling, docs/gang.md). Each kind's spec has them at its top level,
 // as a batch/v1 Job has its own.
 type LifecycleApplyConfiguration struct {
 	// TTLSecondsAfterFinished deletes the job, with its pods, Services and other children,
@@ -56,6 +57,12 @@ type LifecycleApplyConfiguration struct {
 	// (docs/queueing.md, "Across clusters with MultiKueue"). It cannot change once the job
 	// exists.
 	ManagedBy *string `json:"managedBy,omitempty"`
+	// Scheduling places the job's pods together through a PodGroup of kube-scheduler's:
+	// all or nothing (gang), in one topology domain, disrupted only all together, sharing
+	// device claims. It has the shape of a batch/v1 Job's spec.scheduling (docs/gang.md). It
+	// cannot be added or removed once the job exists, and only
+	// schedulingPolicy.gang.minCount may change in it.
+	Scheduling *SchedulingConfigurationApplyConfiguration `json:"scheduling,omitempty"`
 }
 
 // LifecycleApplyConfiguration constructs a declarative configuration of the Lifecycle type for use with
@@ -93,5 +100,13 @@ func (b *LifecycleApplyConfiguration) WithRestartScope(value batchv1beta1.Restar
 // If called multiple times, the ManagedBy field is set to the value of the last call.
 func (b *LifecycleApplyConfiguration) WithManagedBy(value string) *LifecycleApplyConfiguration {
 	b.ManagedBy = &value
+	return b
+}
+
+// WithScheduling sets the Scheduling field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Scheduling field is set to the value of the last call.
+func (b *LifecycleApplyConfiguration) WithScheduling(value *SchedulingConfigurationApplyConfiguration) *LifecycleApplyConfiguration {
+	b.Scheduling = value
 	return b
 }

@@ -27,8 +27,8 @@ import (
 //
 // MPIJobSpec is the desired state of an MPIJob.
 type MPIJobSpecApplyConfiguration struct {
-	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope and
-	// managedBy, as every kind has them (docs/lifecycle.md).
+	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope, managedBy
+	// and scheduling, as every kind has them (docs/lifecycle.md, docs/gang.md).
 	LifecycleApplyConfiguration `json:""`
 	// Worker configures the workers, and the program mpirun starts on them.
 	Worker *MPIWorkerSpecApplyConfiguration `json:"worker,omitempty"`
@@ -84,6 +84,14 @@ func (b *MPIJobSpecApplyConfiguration) WithRestartScope(value batchv1beta1.Resta
 // If called multiple times, the ManagedBy field is set to the value of the last call.
 func (b *MPIJobSpecApplyConfiguration) WithManagedBy(value string) *MPIJobSpecApplyConfiguration {
 	b.LifecycleApplyConfiguration.ManagedBy = &value
+	return b
+}
+
+// WithScheduling sets the Scheduling field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Scheduling field is set to the value of the last call.
+func (b *MPIJobSpecApplyConfiguration) WithScheduling(value *SchedulingConfigurationApplyConfiguration) *MPIJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.Scheduling = value
 	return b
 }
 

@@ -27,8 +27,8 @@ import (
 //
 // TensorFlowTrainingJobSpec is the desired state of a TensorFlowTrainingJob.
 type TensorFlowTrainingJobSpecApplyConfiguration struct {
-	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope and
-	// managedBy, as every kind has them (docs/lifecycle.md).
+	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope, managedBy
+	// and scheduling, as every kind has them (docs/lifecycle.md, docs/gang.md).
 	LifecycleApplyConfiguration `json:""`
 	// ReplicaSpecs lists the replica types: chief (at most one), worker, ps and evaluator.
 	// Types must be unique, and their replicas add up to at most 750 (the status lists every
@@ -80,6 +80,14 @@ func (b *TensorFlowTrainingJobSpecApplyConfiguration) WithRestartScope(value bat
 // If called multiple times, the ManagedBy field is set to the value of the last call.
 func (b *TensorFlowTrainingJobSpecApplyConfiguration) WithManagedBy(value string) *TensorFlowTrainingJobSpecApplyConfiguration {
 	b.LifecycleApplyConfiguration.ManagedBy = &value
+	return b
+}
+
+// WithScheduling sets the Scheduling field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Scheduling field is set to the value of the last call.
+func (b *TensorFlowTrainingJobSpecApplyConfiguration) WithScheduling(value *SchedulingConfigurationApplyConfiguration) *TensorFlowTrainingJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.Scheduling = value
 	return b
 }
 

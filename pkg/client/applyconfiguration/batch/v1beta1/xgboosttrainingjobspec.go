@@ -27,8 +27,8 @@ import (
 //
 // XGBoostTrainingJobSpec is the desired state of an XGBoostTrainingJob.
 type XGBoostTrainingJobSpecApplyConfiguration struct {
-	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope and
-	// managedBy, as every kind has them (docs/lifecycle.md).
+	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope, managedBy
+	// and scheduling, as every kind has them (docs/lifecycle.md, docs/gang.md).
 	LifecycleApplyConfiguration `json:""`
 	// ReplicaSpecs lists the replica types: exactly one master, and workers; their replicas
 	// add up to at most 750 (the status lists every replica, in one object).
@@ -77,6 +77,14 @@ func (b *XGBoostTrainingJobSpecApplyConfiguration) WithRestartScope(value batchv
 // If called multiple times, the ManagedBy field is set to the value of the last call.
 func (b *XGBoostTrainingJobSpecApplyConfiguration) WithManagedBy(value string) *XGBoostTrainingJobSpecApplyConfiguration {
 	b.LifecycleApplyConfiguration.ManagedBy = &value
+	return b
+}
+
+// WithScheduling sets the Scheduling field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Scheduling field is set to the value of the last call.
+func (b *XGBoostTrainingJobSpecApplyConfiguration) WithScheduling(value *SchedulingConfigurationApplyConfiguration) *XGBoostTrainingJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.Scheduling = value
 	return b
 }
 

@@ -178,7 +178,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	gangServed, err := podGroupsServed(kube.Discovery(), o, logger)
+	gangServed, err := podGroupsServed(ctx, kube.Discovery(), election, o, logger)
 	if err != nil {
 		return err
 	}
@@ -238,8 +238,8 @@ func adapters(jobs versioned.Interface, f jobinformers.SharedInformerFactory) []
 
 // runAll starts the informers, the admitters and the controller of every kind, and returns
 // once ctx ends and in-flight syncs are done. kueueClient is nil when Kueue's API is not
-// served; gangServed tells whether PodGroups are.
-func runAll(ctx context.Context, o options, clients engine.Clients, kueueClient kueueclient.Interface, gangServed bool, jobFactory jobinformers.SharedInformerFactory,
+// served; gangServed is nil when PodGroups are not, and otherwise says which of their fields are.
+func runAll(ctx context.Context, o options, clients engine.Clients, kueueClient kueueclient.Interface, gangServed *gang.Features, jobFactory jobinformers.SharedInformerFactory,
 	kinds []engine.Adapter, events kubernetes.Interface, ready *atomic.Int32) {
 	ready.Store(syncing)
 	// The children, of every kind the engine's table lists: only the project's, and of each
@@ -274,8 +274,8 @@ func runAll(ctx context.Context, o options, clients engine.Clients, kueueClient 
 		factories = append(factories, queues.Workloads, queues.Cluster)
 	}
 	gangs := gang.Config{ForT9kScheduler: o.scheduler == schedulerGang, Recorder: recorder}
-	if gangServed {
-		gangs.Client, gangs.Informers = clients.Kube, kubeFactory
+	if gangServed != nil {
+		gangs.Client, gangs.Informers, gangs.Features = clients.Kube, kubeFactory, *gangServed
 	}
 	options := engine.Options{Admitters: []engine.Admitter{kueue.New(queues), gang.New(gangs)}}
 

@@ -16,11 +16,13 @@ type note struct {
 	request *request
 }
 
-// Admit completes the plan of a job that asks to start whole: its PodGroup among the
-// objects, and its members joined to it. The job is admitted at once, its pods made: the
-// scheduler holds them until the whole gang fits. Only a cluster that does not serve the
-// PodGroup API holds the job itself, with no pods: without a gang its pods would be placed
-// one by one, which is what the job asked not to be.
+// Admit completes the plan of a job that asks for a PodGroup: the PodGroup among the
+// objects, and its members joined to it (and to its shared claims). The job is admitted at
+// once, its pods made: the scheduler holds them until the whole gang fits. Only a cluster
+// that does not serve what the job asks for holds the job itself, with no pods and no
+// PodGroup: without a gang its pods would be placed one by one, and without the topology
+// constraint or the claims the API server would drop them from the PodGroup silently,
+// neither of which is what the job asked for.
 func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Children) (*engine.Verdict, error) {
 	r, err := a.request(job, plan)
 	if err != nil || r == nil {
@@ -34,22 +36,52 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 		}
 		return &engine.Verdict{Admitted: true, Note: n}, nil
 	}
+	types, count := members(plan)
+	if count == 0 {
+		return nil, nil
+	}
+	spec, err := r.podGroupSpec(plan, types, count)
+	if err != nil {
+		return nil, err
+	}
 	if !a.served() {
 		return &engine.Verdict{Reason: reasonNotServed, Note: n, Message: "The job asks to start whole (gang scheduling), but the API server does not serve " +
 			"scheduling.k8s.io/v1beta1 PodGroups: turn on the GenericWorkload feature gate (API server, kube-scheduler, kube-controller-manager) " +
 			"and --runtime-config=scheduling.k8s.io/v1beta1=true, then restart the controller; or remove the job's request."}, nil
 	}
-	types, minCount := members(plan)
-	if minCount == 0 {
-		return nil, nil
+	if reason, message := a.notServed(&spec); reason != "" {
+		return &engine.Verdict{Reason: reason, Message: message, Note: n}, nil
 	}
 	name := PodGroupName(job)
-	plan.Objects = append(plan.Objects, podGroupObject(name, minCount, priorityClassOf(plan, types)))
+	plan.Objects = append(plan.Objects, podGroupObject(name, spec))
 	return &engine.Verdict{Admitted: true, Note: n, Pod: func(replicaType string, pod *corev1.Pod) {
 		if types[replicaType] {
-			pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: &name}
+			join(pod, name, spec.ResourceClaims)
 		}
 	}}, nil
+}
+
+// notServed says why the job waits when its PodGroup asks for a field the API server drops
+// (Config.Features), "" when nothing is missing.
+func (a *Admitter) notServed(spec *schedulingv1beta1.PodGroupSpec) (reason, message string) {
+	var missing []string
+	if spec.SchedulingConstraints != nil && !a.config.Features.Topology {
+		reason = reasonTopologyNotServed
+		missing = append(missing, "to keep its pods in one topology domain (spec.scheduling.schedulingConstraints), which needs the TopologyAwareWorkloadScheduling "+
+			"feature gate (alpha in Kubernetes 1.37) on the API server and kube-scheduler")
+	}
+	if len(spec.ResourceClaims) > 0 && !a.config.Features.ResourceClaims {
+		if reason == "" {
+			reason = reasonResourceClaimsNotServed
+		}
+		missing = append(missing, "to share device claims (spec.scheduling.resourceClaims), which needs the DRAWorkloadResourceClaims "+
+			"feature gate (beta, off by default, in Kubernetes 1.37) on the API server, kube-scheduler, kube-controller-manager and the kubelets")
+	}
+	if reason == "" {
+		return "", ""
+	}
+	return reason, "The job asks " + strings.Join(missing, ", and ") + "; the API server drops that from PodGroups, so no PodGroup or pod is made. " +
+		"Turn the feature gate on, then restart the controller (it looks once, at start); or create the job again without it."
 }
 
 // PodGroupName is the name of a job's PodGroup: its kind and name, since jobs of two kinds
@@ -92,13 +124,10 @@ func priorityClassOf(plan *engine.Plan, types map[string]bool) string {
 	return class
 }
 
-// podGroupObject is the plan's PodGroup: a gang of minCount pods.
-func podGroupObject(name string, minCount int32, priorityClass string) engine.Object {
+// podGroupObject is the plan's PodGroup.
+func podGroupObject(name string, spec schedulingv1beta1.PodGroupSpec) engine.Object {
 	return engine.Object{Kind: PodGroupKind, Name: name, Build: func(metav1.Object) (metav1.Object, error) {
-		return &schedulingv1beta1.PodGroup{Spec: schedulingv1beta1.PodGroupSpec{
-			SchedulingPolicy:  schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: minCount}},
-			PriorityClassName: priorityClass,
-		}}, nil
+		return &schedulingv1beta1.PodGroup{Spec: *spec.DeepCopy()}, nil
 	}}
 }
 

@@ -12,18 +12,22 @@ import (
 )
 
 // Decided says in events what a sync did to the job's gang: that the cluster cannot
-// gang-schedule (once, when the wait starts), that spec.scheduler.t9kScheduler's queue and
+// make the PodGroup the job asks for (once, when the wait starts), that spec.scheduler.t9kScheduler's queue and
 // priority are ignored (once, when the PodGroup is made), and each new reason the scheduler
 // gives for not placing the gang. The engine writes nothing else of the PodGroup: its status
 // is the scheduler's.
 func (a *Admitter) Decided(_ context.Context, job engine.Job, v *engine.Verdict, r engine.Report) error {
 	n := v.Note.(*note)
 	if !v.Admitted {
-		if r.WasWaiting != v.Reason {
+		// Once per wait: the job's condition says it once written, but a status held for
+		// the batch is written a sync later, which would say it again.
+		if last, ok := a.waiting.Load(job.GetUID()); r.WasWaiting != v.Reason && (!ok || last != v.Reason) {
 			a.config.Recorder.Event(job, corev1.EventTypeWarning, v.Reason, v.Message)
 		}
+		a.waiting.Store(job.GetUID(), v.Reason)
 		return nil
 	}
+	a.waiting.Delete(job.GetUID())
 	if engine.Finished(r.Decision.Status) {
 		a.said.Delete(job.GetUID())
 		return nil
@@ -40,6 +44,7 @@ func (a *Admitter) Decided(_ context.Context, job engine.Job, v *engine.Verdict,
 // Ended forgets what was said of a job that ended outside a decision.
 func (a *Admitter) Ended(_ context.Context, job engine.Job, _ engine.Report) error {
 	a.said.Delete(job.GetUID())
+	a.waiting.Delete(job.GetUID())
 	return nil
 }
 

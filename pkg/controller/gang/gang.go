@@ -1,13 +1,15 @@
 // Package gang is the engine's admitter for Kubernetes' own gang scheduling
 // (engine.Admitter): kube-scheduler's GangScheduling plugin and the scheduling.k8s.io/v1beta1
-// PodGroup. A job asked to start whole (the annotation scheduling.t9k.dev/gang: "true", or
-// spec.scheduler.t9kScheduler with Config.ForT9kScheduler) has one more child, a PodGroup
-// with a gang policy, made before its pods; every replica that must run together joins it
-// (spec.schedulingGroup), and the scheduler binds none of them until it can bind as many as
-// the group's minCount. The admitter does not hold the job: its pods are made at once and
-// wait in the scheduler, which is what places them. Only when the API is not served does the
-// job wait, with no pods, saying what to turn on. docs/queueing.md ("Gang scheduling") says
-// why it is built this way.
+// PodGroup. A job that asks for one (spec.scheduling, the annotation
+// scheduling.t9k.dev/gang: "true", or spec.scheduler.t9kScheduler with
+// Config.ForT9kScheduler) has one more child, a PodGroup made before its pods, carrying
+// spec.scheduling's policy (a gang by default), topology constraint, disruption mode and
+// shared claims; every replica that must run together joins it (spec.schedulingGroup, and
+// the shared claims in spec.resourceClaims), and with a gang policy the scheduler binds none
+// of them until it can bind as many as the group's minCount. The admitter does not hold the
+// job: its pods are made at once and wait in the scheduler, which is what places them. Only
+// when the cluster does not serve what the job asks for does the job wait, with no pods and
+// no PodGroup, saying what to turn on. docs/gang.md says why it is built this way.
 package gang
 
 import (
@@ -40,6 +42,9 @@ type Config struct {
 	// (--scheduler=gang); its queue and priority have no meaning here and are ignored, with
 	// an event that says so.
 	ForT9kScheduler bool
+	// Features are the PodGroup fields the API server keeps (DetectFeatures); a job that
+	// asks for one it drops waits, saying what to turn on. Meaningful only with Client.
+	Features Features
 	// Recorder records the events of the job's gang.
 	Recorder record.EventRecorder
 }
@@ -53,6 +58,8 @@ type Admitter struct {
 	// said holds, by job UID, the last reason the scheduler gave for not placing the job's
 	// gang, so that an event says each new one once.
 	said sync.Map
+	// waiting holds, by job UID, the reason the job waits for, once an event said it.
+	waiting sync.Map
 }
 
 var _ engine.Admitter = (*Admitter)(nil)

@@ -44,12 +44,20 @@ func testJob(annotations map[string]string, scheduler *batch.SchedulePolicy) *ba
 var gangAnnotation = map[string]string{AnnotationGang: "true"}
 
 // newGangTest makes the controller; served false is a cluster without the PodGroup API.
-func newGangTest(t *testing.T, job *batch.GenericJob, served bool, config Config) *gangTest {
+// edits change the pod template of every replica.
+func newGangTest(t *testing.T, job *batch.GenericJob, served bool, config Config, edits ...func(*corev1.PodTemplateSpec)) *gangTest {
 	t.Helper()
+	tmpl := func(rank int32) corev1.PodTemplateSpec {
+		pt := template(rank)
+		for _, e := range edits {
+			e(&pt)
+		}
+		return pt
+	}
 	s := &gangTest{Admission: enginetest.NewAdmission(t, job, now, func(j *batch.GenericJob) (*engine.Plan, error) {
 		p := &engine.Plan{Groups: []engine.Group{
-			{Type: "worker", Replicas: 3, Restart: batch.RestartOnFailure, Template: template},
-			{Type: "launcher", Replicas: 1, Restart: batch.RestartNever, Template: template, After: []string{"worker"}},
+			{Type: "worker", Replicas: 3, Restart: batch.RestartOnFailure, Template: tmpl},
+			{Type: "launcher", Replicas: 1, Restart: batch.RestartNever, Template: tmpl, After: []string{"worker"}},
 		}}
 		p.SetRunMode(j.Spec.RunMode, j.Spec.Scheduler)
 		return p, nil

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -8,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+	"k8s.io/klog/v2"
 
 	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
@@ -88,4 +91,50 @@ func kueueServed(d discovery.DiscoveryInterface) (bool, error) {
 		return false, err
 	}
 	return kinds["Workload"] && kinds["ResourceFlavor"] && kinds["WorkloadPriorityClass"], nil
+}
+
+// kueueWorkloadCRD is the name of Kueue's Workload CRD, whose schema says how many pod sets
+// a Workload takes.
+const kueueWorkloadCRD = "workloads." + kueue.GroupName
+
+// kueuePodSetLimit reads from Kueue's Workload CRD the most pod sets a Workload takes (the
+// maxItems of spec.podSets in the version the controller writes): 18 since Kueue v0.19, 8
+// before. 0 when the CRD cannot be read or says nothing; the admitter then assumes the
+// tested version's.
+func kueuePodSetLimit(ctx context.Context, d discovery.DiscoveryInterface, logger klog.Logger) int {
+	raw, err := d.RESTClient().Get().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", kueueWorkloadCRD).DoRaw(ctx)
+	if err != nil {
+		logger.Info("Could not read Kueue's Workload CRD for its pod-set limit: assuming Kueue v0.19's", "crd", kueueWorkloadCRD, "err", err)
+		return 0
+	}
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Name   string `json:"name"`
+				Schema struct {
+					OpenAPIV3Schema struct {
+						Properties struct {
+							Spec struct {
+								Properties struct {
+									PodSets struct {
+										MaxItems int `json:"maxItems"`
+									} `json:"podSets"`
+								} `json:"properties"`
+							} `json:"spec"`
+						} `json:"properties"`
+					} `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(raw, &crd); err != nil {
+		logger.Info("Could not decode Kueue's Workload CRD", "crd", kueueWorkloadCRD, "err", err)
+		return 0
+	}
+	for _, v := range crd.Spec.Versions {
+		if v.Name == kueue.SchemeGroupVersion.Version {
+			return v.Schema.OpenAPIV3Schema.Properties.Spec.Properties.PodSets.MaxItems
+		}
+	}
+	return 0
 }

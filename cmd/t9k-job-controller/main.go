@@ -271,6 +271,7 @@ func runAll(ctx context.Context, o options, clients engine.Clients, kueueClient 
 			kueueinformers.WithTweakListOptions(onlyChildren),
 			kueueinformers.WithTransform(kueue.TrimWorkload))
 		queues.Cluster = kueueinformers.NewSharedInformerFactory(kueueClient, 0)
+		queues.MaxPodSets = kueuePodSetLimit(ctx, clients.Kube.Discovery(), klog.FromContext(ctx))
 		factories = append(factories, queues.Workloads, queues.Cluster)
 	}
 	gangs := gang.Config{ForT9kScheduler: o.scheduler == schedulerGang, Recorder: recorder}

@@ -10,8 +10,9 @@ import (
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 )
 
-// maxPodSets is the most pod sets a Workload may have: the replica types of one job.
-const maxPodSets = 8
+// DefaultMaxPodSets is the most pod sets a Workload may have (the replica types of one job)
+// in the Kueue version the project is tested with, v0.19: 8 before it.
+const DefaultMaxPodSets = 18
 
 // note is what Admit leaves for Decided: the job's Workload (nil: none yet) and Kueue's
 // verdict (nil: the job has ended, and Kueue is told only that).
@@ -31,9 +32,9 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 	if q == nil {
 		return nil, nil
 	}
-	if len(plan.Groups) > maxPodSets {
-		return nil, &engine.InvalidSpecError{Message: fmt.Sprintf("Kueue admits jobs of at most %d replica types, and this job has %d: run it outside Kueue's queues, or with fewer replica types.",
-			maxPodSets, len(plan.Groups))}
+	if max := a.maxPodSets(); len(plan.Groups) > max {
+		return nil, &engine.InvalidSpecError{Message: fmt.Sprintf("The cluster's Kueue admits jobs of at most %d replica types (%s), and this job has %d: run it outside Kueue's queues, or with fewer replica types.",
+			max, kueueVersionOfLimit(max), len(plan.Groups))}
 	}
 	wl := workloadOf(children.Objects)
 	if name := job.GetLabels()[kueue.LabelPrebuiltWorkload]; name != "" {
@@ -100,4 +101,23 @@ func verdict(wl *kueue.Workload, s *state) *engine.Verdict {
 				ps.applyTo(pod)
 			}
 		}}
+}
+
+// maxPodSets is the most pod sets the cluster's Workloads may have.
+func (a *Admitter) maxPodSets() int {
+	if a.config.MaxPodSets > 0 {
+		return a.config.MaxPodSets
+	}
+	return DefaultMaxPodSets
+}
+
+// kueueVersionOfLimit says which Kueue versions have a pod-set limit.
+func kueueVersionOfLimit(max int) string {
+	switch max {
+	case 8:
+		return "Kueue before v0.19 takes 8 pod sets"
+	case 18:
+		return "Kueue v0.19 and later take 18 pod sets"
+	}
+	return fmt.Sprintf("its Workload API's limit is %d pod sets", max)
 }

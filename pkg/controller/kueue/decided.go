@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -111,7 +112,7 @@ func (a *Admitter) record(job engine.Job, n *note, r engine.Report) {
 	case q.reason == reasonKueueNotInstalled && was != reasonKueueNotInstalled:
 		a.config.Recorder.Event(job, corev1.EventTypeWarning, q.reason, q.message)
 	case q.admitted && len(d.CreatePods) > 0 && queueReason(was):
-		a.config.Recorder.Eventf(job, corev1.EventTypeNormal, "Admitted", "Kueue admitted the job to ClusterQueue %s: its replicas are created", wl.Status.Admission.ClusterQueue)
+		a.config.Recorder.Eventf(job, corev1.EventTypeNormal, "Admitted", "Kueue admitted the job to ClusterQueue %s: its replicas are created%s", wl.Status.Admission.ClusterQueue, placedBy(wl))
 	case (q.reason == reasonEvicted || q.reason == reasonPreempted) && len(d.DeletePods) > 0:
 		a.config.Recorder.Event(job, corev1.EventTypeWarning, q.reason, q.message)
 		if !queueReason(was) { // the first sync of this eviction: once per eviction
@@ -155,4 +156,19 @@ func (a *Admitter) syncPriority(ctx context.Context, job engine.Job, wl *kueue.W
 	}
 	a.config.Recorder.Eventf(job, corev1.EventTypeNormal, "PriorityChanged", "The job's priority is now WorkloadPriorityClass %s's, %d", class.Name, class.Value)
 	return true, nil
+}
+
+// placedBy says, for the Admitted event, where Kueue placed the pod sets it placed by
+// topology: "; placed by topology: worker in rack: r1 (4)".
+func placedBy(wl *kueue.Workload) string {
+	var parts []string
+	for _, psa := range wl.Status.Admission.PodSetAssignments {
+		if psa.TopologyAssignment != nil {
+			parts = append(parts, psa.Name+" in "+placement(psa.TopologyAssignment))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; placed by topology: " + strings.Join(parts, "; ")
 }

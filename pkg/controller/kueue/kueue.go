@@ -40,6 +40,9 @@ type Config struct {
 	ForT9kScheduler bool
 	// Recorder records the events of what Kueue did to a job.
 	Recorder record.EventRecorder
+	// MaxPodSets is the most pod sets the cluster's Workloads take, as its Workload CRD says
+	// (spec.podSets' maxItems: 18 since Kueue v0.19, 8 before); 0: DefaultMaxPodSets.
+	MaxPodSets int
 }
 
 // Admitter admits jobs through Kueue.

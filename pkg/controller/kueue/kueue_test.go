@@ -600,21 +600,39 @@ func (s *queueTest) editSpec(t *testing.T, edit func(*batch.GenericJob)) {
 	s.Refresh(t)
 }
 
-// More replica types than a Workload has pod sets: the job fails, saying why.
+// More replica types than the cluster's Workloads have pod sets: the job fails, saying the
+// limit and the Kueue versions that have it; up to the limit, it queues.
 func TestTooManyTypesForKueueFails(t *testing.T) {
-	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Config{})
-	s.adapter.override(func() *engine.Plan {
-		p := &engine.Plan{}
-		for j := range 9 {
-			p.Groups = append(p.Groups, engine.Group{Type: fmt.Sprintf("type%d", j), Replicas: 1, Template: cpuTemplate})
-		}
-		return p
-	})
-	s.Step(t)
-	job := s.Job(t)
-	failed := conditionOf(&job.Status, batch.JobConditionFailed)
-	if job.Status.Phase != batch.JobFailed || !strings.Contains(failed.Message, "at most 8 replica types") {
-		t.Fatalf("phase %s, Failed %+v: want Failed naming the limit", job.Status.Phase, failed)
+	for _, c := range []struct {
+		limit, types int
+		want         string
+	}{
+		{0, 19, "at most 18 replica types (Kueue v0.19 and later take 18 pod sets), and this job has 19"},
+		{8, 9, "at most 8 replica types (Kueue before v0.19 takes 8 pod sets), and this job has 9"},
+		{0, 18, ""},
+	} {
+		t.Run(fmt.Sprintf("limit %d, %d types", c.limit, c.types), func(t *testing.T) {
+			s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), true, Config{MaxPodSets: c.limit})
+			s.adapter.override(func() *engine.Plan {
+				p := &engine.Plan{}
+				for j := range c.types {
+					p.Groups = append(p.Groups, engine.Group{Type: fmt.Sprintf("type%d", j), Replicas: 1, Template: cpuTemplate})
+				}
+				return p
+			})
+			s.Step(t)
+			job := s.Job(t)
+			failed := conditionOf(&job.Status, batch.JobConditionFailed)
+			if c.want == "" {
+				if job.Status.Phase == batch.JobFailed || len(s.workload(t).Spec.PodSets) != c.types {
+					t.Fatalf("phase %s, Failed %+v: want the job queued with %d pod sets", job.Status.Phase, failed, c.types)
+				}
+				return
+			}
+			if job.Status.Phase != batch.JobFailed || !strings.Contains(failed.Message, c.want) {
+				t.Fatalf("phase %s, Failed %+v: want Failed saying %q", job.Status.Phase, failed, c.want)
+			}
+		})
 	}
 }
 

@@ -110,6 +110,9 @@ func (a *Admitter) admitted(wl *kueue.Workload) (map[string]podSetAdmission, err
 		if adm == nil {
 			continue
 		}
+		if assigned.TopologyAssignment != nil {
+			adm.topology = &topologyPlacement{podSet: assigned.Name, workload: wl.Name, assignment: assigned.TopologyAssignment}
+		}
 		for _, name := range slices.Sorted(maps.Values(assigned.Flavors)) {
 			flavor, err := a.flavors.Get(name)
 			if err != nil {
@@ -141,11 +144,25 @@ func (a *Admitter) admitted(wl *kueue.Workload) (map[string]podSetAdmission, err
 type podSetAdmission struct {
 	Labels, Annotations, NodeSelector map[string]string
 	Tolerations                       []corev1.Toleration
+	// topology, when the pod set was placed by topology: its pods wait for Kueue's ungater.
+	topology *topologyPlacement
+}
+
+// topologyPlacement is a pod set's topology assignment, and the names the ungater finds its
+// pods by.
+type topologyPlacement struct {
+	podSet, workload string
+	assignment       *kueue.TopologyAssignment
 }
 
 // applyTo adds the admission's settings to a pod; the admission's node selector wins over
-// the template's for the same key.
+// the template's for the same key. A pod of a pod set placed by topology is made gated: a
+// replica made again (restarted, replaced, resumed) waits for the ungater too, which gives
+// its rank the domain the current assignment has for it.
 func (a podSetAdmission) applyTo(pod *corev1.Pod) {
+	if a.topology != nil {
+		gateForTopology(pod, a.topology.podSet, a.topology.workload)
+	}
 	pod.Labels = withAll(pod.Labels, a.Labels)
 	pod.Annotations = withAll(pod.Annotations, a.Annotations)
 	pod.Spec.NodeSelector = withAll(pod.Spec.NodeSelector, a.NodeSelector)

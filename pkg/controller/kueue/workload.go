@@ -24,7 +24,7 @@ func WorkloadName(job engine.Job) string {
 func podSetName(replicaType string) string { return strings.ToLower(replicaType) }
 
 // workloadObject is the plan's Workload: a pod set per replica type, as many pods as it has
-// replicas, from the type's template. What only a pod of a rank has (its name, its rank's
+// replicas, from the type's template, with its topology request (topology.go). What only a pod of a rank has (its name, its rank's
 // environment) does not change what it asks of the cluster.
 //
 // The priority is set when the Workload is made (current nil) and left out of its hash: from
@@ -32,13 +32,19 @@ func podSetName(replicaType string) string { return strings.ToLower(replicaType)
 // integrations. A missing priority class therefore only keeps a Workload from being made.
 func (a *Admitter) workloadObject(job engine.Job, plan *engine.Plan, q *request, current *kueue.Workload) (engine.Object, error) {
 	spec := kueue.WorkloadSpec{QueueName: q.localQueue}
-	for _, g := range plan.Groups {
+	topology := make([]*kueue.PodSetTopologyRequest, len(plan.Groups))
+	for i, g := range plan.Groups {
 		tmpl := g.Template(0)
 		spec.PodSets = append(spec.PodSets, kueue.PodSet{
 			Name:     podSetName(g.Type),
 			Count:    g.Replicas,
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: tmpl.Labels, Annotations: tmpl.Annotations}, Spec: tmpl.Spec},
 		})
+		r, err := topologyRequest(g.Type, g.Replicas, tmpl.Annotations)
+		if err != nil {
+			return engine.Object{}, &engine.InvalidSpecError{Message: "Kueue cannot place the job by topology: " + err.Error() + "."}
+		}
+		topology[i] = r
 	}
 	priority, ref := q.priority, (*kueue.PriorityClassRef)(nil)
 	if q.priorityClass != "" && current == nil {
@@ -59,9 +65,15 @@ func (a *Admitter) workloadObject(job engine.Job, plan *engine.Plan, q *request,
 		},
 		// The job's UID, as Kueue's integrations label their Workloads, is left out of the hash
 		// too: it never changes, and Workloads made before it was set stay as they are.
+		//
+		// So are the topology requests: they follow from the templates' annotations, which
+		// the hash covers, and Workloads made before they were set stay as they are.
 		Unhashed: func(built metav1.Object) {
 			wl := built.(*kueue.Workload)
 			wl.Spec.Priority, wl.Spec.PriorityClassRef = priority, ref
+			for i := range wl.Spec.PodSets {
+				wl.Spec.PodSets[i].TopologyRequest = topology[i]
+			}
 			wl.Labels[kueue.LabelJobUID] = string(job.GetUID())
 		},
 	}, nil

@@ -20,6 +20,34 @@ const (
 	LabelPrebuiltWorkload = "kueue.x-k8s.io/prebuilt-workload-name"
 )
 
+// Topology-aware scheduling (TAS): how a pod set asks to be placed, and what its pods carry
+// so that Kueue's topology ungater places them in the domains it assigned.
+const (
+	// The annotations of a pod template that ask for a placement: all of the pod set's pods
+	// in one domain of the level named (required), in as few as can be (preferred), or
+	// anywhere the topology has room ("true": unconstrained); slices of
+	// AnnotationSliceSize pods, each within one domain of AnnotationSliceRequiredTopology's
+	// level.
+	AnnotationRequiredTopology      = "kueue.x-k8s.io/podset-required-topology"
+	AnnotationPreferredTopology     = "kueue.x-k8s.io/podset-preferred-topology"
+	AnnotationUnconstrainedTopology = "kueue.x-k8s.io/podset-unconstrained-topology"
+	AnnotationSliceRequiredTopology = "kueue.x-k8s.io/podset-slice-required-topology"
+	AnnotationSliceSize             = "kueue.x-k8s.io/podset-slice-size"
+	// AnnotationSliceRequiredTopologyConstraints is up to three slice layers, as JSON:
+	// [{"topology": <level>, "size": <pods>}, ...].
+	AnnotationSliceRequiredTopologyConstraints = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
+	// AnnotationPodSetGroupName places two pod sets of the same name together.
+	AnnotationPodSetGroupName = "kueue.x-k8s.io/podset-group-name"
+
+	// TopologySchedulingGate holds a pod until Kueue's ungater gives it its domain: it
+	// removes the gate and adds the domain's node labels to the pod's nodeSelector.
+	TopologySchedulingGate = "kueue.x-k8s.io/topology"
+	// LabelPodSet, on a pod, names its pod set; AnnotationWorkload its Workload. The ungater
+	// finds a pod set's pods by both.
+	LabelPodSet        = "kueue.x-k8s.io/podset"
+	AnnotationWorkload = "kueue.x-k8s.io/workload"
+)
+
 // Workload condition types Kueue sets, and those the job's controller sets.
 const (
 	// WorkloadQuotaReserved: the ClusterQueue holds quota for the workload (status.admission).
@@ -52,7 +80,8 @@ type Workload struct {
 
 // WorkloadSpec is what the job asks for.
 type WorkloadSpec struct {
-	// PodSets are the job's groups of alike pods (at most 8); Kueue sums their requests.
+	// PodSets are the job's groups of alike pods (at most 18 since Kueue 0.19, 8 before);
+	// Kueue sums their requests.
 	PodSets []PodSet `json:"podSets"`
 	// QueueName is the LocalQueue, in the workload's namespace.
 	QueueName string `json:"queueName,omitempty"`
@@ -78,6 +107,35 @@ type PodSet struct {
 	Name     string                 `json:"name"`
 	Template corev1.PodTemplateSpec `json:"template"`
 	Count    int32                  `json:"count"`
+	// TopologyRequest asks for a placement by topology (TAS), and says which pod label
+	// holds a pod's rank.
+	TopologyRequest *PodSetTopologyRequest `json:"topologyRequest,omitempty"`
+}
+
+// PodSetTopologyRequest is how a pod set asks Kueue to place its pods by topology. At most
+// one of Required, Preferred and Unconstrained; the slice fields may come with any of them.
+type PodSetTopologyRequest struct {
+	Required      *string `json:"required,omitempty"`
+	Preferred     *string `json:"preferred,omitempty"`
+	Unconstrained *bool   `json:"unconstrained,omitempty"`
+	// PodIndexLabel is the pod label that holds a pod's rank in its pod set: the ungater
+	// gives rank r the r-th pod slot of the assignment, so that neighbouring ranks land in
+	// neighbouring domains.
+	PodIndexLabel   *string `json:"podIndexLabel,omitempty"`
+	PodSetGroupName *string `json:"podSetGroupName,omitempty"`
+	// PodSetSliceRequiredTopology and PodSetSliceSize: slices of that many pods, each in
+	// one domain of the level.
+	PodSetSliceRequiredTopology *string `json:"podSetSliceRequiredTopology,omitempty"`
+	PodSetSliceSize             *int32  `json:"podSetSliceSize,omitempty"`
+	// PodsetSliceRequiredTopologyConstraints: up to three layers of slices (Kueue's
+	// spelling).
+	PodsetSliceRequiredTopologyConstraints []SliceTopologyConstraint `json:"podsetSliceRequiredTopologyConstraints,omitempty"`
+}
+
+// SliceTopologyConstraint is one layer of slices: Size pods in one domain of Topology's level.
+type SliceTopologyConstraint struct {
+	Topology string `json:"topology"`
+	Size     int32  `json:"size"`
 }
 
 // WorkloadStatus is what Kueue decided.
@@ -88,6 +146,10 @@ type WorkloadStatus struct {
 	Admission *Admission `json:"admission,omitempty"`
 	// AdmissionChecks may add labels, annotations, node selectors and tolerations to pod sets.
 	AdmissionChecks []AdmissionCheckState `json:"admissionChecks,omitempty"`
+	// UnhealthyNodes are the nodes of the topology assignment Kueue found failed (NotReady,
+	// gone, or tainted once no pod of the workload runs there): it moves their pods to other
+	// nodes (a new TopologyAssignment) and clears the list.
+	UnhealthyNodes []UnhealthyNode `json:"unhealthyNodes,omitempty"`
 	// ReclaimablePods, set by the job's controller, are the pods of each pod set that need no
 	// quota any more (they ended and will not run again): Kueue counts the rest. While the
 	// workload holds quota a count may only grow (Kueue's webhook refuses less).
@@ -106,11 +168,55 @@ type Admission struct {
 	PodSetAssignments []PodSetAssignment `json:"podSetAssignments"`
 }
 
-// PodSetAssignment is the flavor of each resource of one pod set.
+// UnhealthyNode is a node of the topology assignment that Kueue found failed.
+type UnhealthyNode struct {
+	Name string `json:"name"`
+}
+
+// PodSetAssignment is the flavor of each resource of one pod set, and its pods' domains
+// when it was placed by topology.
 type PodSetAssignment struct {
 	Name    string                         `json:"name"`
 	Flavors map[corev1.ResourceName]string `json:"flavors,omitempty"`
 	Count   *int32                         `json:"count,omitempty"`
+	// TopologyAssignment: the pod set was placed by topology, and its pods wait for Kueue's
+	// ungater (the TopologySchedulingGate) to be given their domains.
+	TopologyAssignment *TopologyAssignment `json:"topologyAssignment,omitempty"`
+}
+
+// TopologyAssignment is where a pod set's pods go: domains, each a value per level (node
+// label), and a pod count per domain, in rank order. Slices encode runs of domains compactly;
+// the whole assignment is their concatenation.
+type TopologyAssignment struct {
+	Levels []string                  `json:"levels"`
+	Slices []TopologyAssignmentSlice `json:"slices,omitempty"`
+}
+
+// TopologyAssignmentSlice is DomainCount domains: each level's value is the universal one,
+// or prefix + root + suffix; each domain's pod count the universal one or its own.
+type TopologyAssignmentSlice struct {
+	DomainCount    int32                           `json:"domainCount"`
+	ValuesPerLevel []TopologyAssignmentLevelValues `json:"valuesPerLevel"`
+	PodCounts      TopologyAssignmentPodCounts     `json:"podCounts"`
+}
+
+// TopologyAssignmentLevelValues is one level's values in a slice.
+type TopologyAssignmentLevelValues struct {
+	Universal  *string                   `json:"universal,omitempty"`
+	Individual *TopologyAssignmentValues `json:"individual,omitempty"`
+}
+
+// TopologyAssignmentValues are a slice's values of one level, a root per domain.
+type TopologyAssignmentValues struct {
+	Prefix *string  `json:"prefix,omitempty"`
+	Suffix *string  `json:"suffix,omitempty"`
+	Roots  []string `json:"roots"`
+}
+
+// TopologyAssignmentPodCounts are a slice's pod counts.
+type TopologyAssignmentPodCounts struct {
+	Universal  *int32  `json:"universal,omitempty"`
+	Individual []int32 `json:"individual,omitempty"`
 }
 
 // AdmissionCheckState is one admission check's verdict.

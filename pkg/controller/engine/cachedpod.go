@@ -24,7 +24,8 @@ type CachedPod struct {
 	// and message, and since when (the job's status says why its replicas wait). nil once
 	// the pod is placed, so that the pods of running and finished jobs pay one pointer.
 	Unscheduled *corev1.PodCondition
-	// Disruption is the DisruptionTarget condition while it is True (reason and message):
+	// Disruption is the DisruptionTarget (or Kueue's TerminatedByKueue) condition while it
+	// is True (reason and message):
 	// the pod was evicted, preempted or its node went, not failed (disruption.go). nil for
 	// almost every pod.
 	Disruption *corev1.PodCondition
@@ -46,7 +47,7 @@ func cachePod(o *corev1.Pod) *CachedPod {
 	p.Phase, p.Reason = corev1.PodPhase(intern(string(p.Phase))), intern(p.Reason)
 	p.Unscheduled = unscheduled(o)
 	if c, ok := disruptionTarget(o); ok {
-		p.Disruption = &corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+		p.Disruption = &corev1.PodCondition{Type: c.Type, Status: corev1.ConditionTrue,
 			Reason: intern(c.Reason), Message: internMessage(c.Message), LastTransitionTime: c.LastTransitionTime}
 	}
 	if mode, ok := o.Annotations[batch.AnnotationRunMode]; ok {

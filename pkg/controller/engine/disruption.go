@@ -21,13 +21,19 @@ const ReasonDeleted = "Deleted"
 // job (spec.restartScope: Job).
 const ReasonRestartedWithJob = "RestartedWithJob"
 
-// disruptionTarget is a pod's DisruptionTarget condition, when it is True.
+// terminatedByKueue is the condition Kueue's topology-aware scheduling sets on a pod it
+// fails before it ran because the node its domain gave it went bad (NotReady, tainted, gone):
+// the pod is replaced on the node Kueue assigns instead, as after any disruption.
+const terminatedByKueue corev1.PodConditionType = "TerminatedByKueue"
+
+// disruptionTarget is a pod's condition that marks it disrupted, when it is True: Kubernetes'
+// DisruptionTarget, or Kueue's TerminatedByKueue.
 func disruptionTarget(pod *corev1.Pod) (corev1.PodCondition, bool) {
 	if pod == nil {
 		return corev1.PodCondition{}, false
 	}
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+		if (c.Type == corev1.DisruptionTarget || c.Type == terminatedByKueue) && c.Status == corev1.ConditionTrue {
 			return c, true
 		}
 	}

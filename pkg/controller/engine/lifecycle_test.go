@@ -246,3 +246,26 @@ func TestWholeJobReplacedOnDisruption(t *testing.T) {
 		}
 	}
 }
+
+// A pod Kueue's topology-aware scheduling failed before it ran, because the node its domain
+// gave it went bad (TerminatedByKueue), is a disruption too: replaced on the node Kueue
+// assigns instead, no restart counted, also as the pod cache keeps it.
+func TestPodTerminatedByKueueIsADisruption(t *testing.T) {
+	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: allSucceed, BackoffLimit: ptr.To[int32](0)}
+	status := statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaPending, 0))
+	failed := pod("job-worker-0", "w0", corev1.PodFailed, 0)
+	failed.Status.ContainerStatuses = nil
+	failed.Status.Conditions = append(failed.Status.Conditions, corev1.PodCondition{Type: "TerminatedByKueue", Status: corev1.ConditionTrue,
+		Reason: "UnschedulableOnAssignedNode", Message: "Pod terminated by Kueue NodeController due to node taint"})
+	cached := cachePod(failed).Pod()
+	for _, p := range []*corev1.Pod{failed, cached} {
+		d := Decide(testJob(status), plan, Children{Pods: []*corev1.Pod{p}}, nil, now)
+		if d.Outcome != nil {
+			t.Fatalf("a pod Kueue terminated ended the job: %+v", d.Outcome)
+		}
+		r := replicaOf(d.Status, "job-worker-0")
+		if r.RestartCount != 0 || r.Disruptions != 1 || r.LastTermination == nil || r.LastTermination.Reason != "UnschedulableOnAssignedNode" {
+			t.Fatalf("replica %+v (last termination %+v): want 1 disruption by UnschedulableOnAssignedNode, no restart", r, r.LastTermination)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
@@ -111,7 +112,7 @@ func (a *Admitter) record(job engine.Job, n *note, r engine.Report) {
 	case q == nil:
 	case q.reason == reasonKueueNotInstalled && was != reasonKueueNotInstalled:
 		a.config.Recorder.Event(job, corev1.EventTypeWarning, q.reason, q.message)
-	case q.admitted && len(d.CreatePods) > 0 && queueReason(was):
+	case q.admitted && len(d.CreatePods) > 0 && (queueReason(was) || firstStart(r)):
 		a.config.Recorder.Eventf(job, corev1.EventTypeNormal, "Admitted", "Kueue admitted the job to ClusterQueue %s: its replicas are created%s", wl.Status.Admission.ClusterQueue, placedBy(wl))
 	case (q.reason == reasonEvicted || q.reason == reasonPreempted) && len(d.DeletePods) > 0:
 		a.config.Recorder.Event(job, corev1.EventTypeWarning, q.reason, q.message)
@@ -119,6 +120,20 @@ func (a *Admitter) record(job engine.Job, n *note, r engine.Report) {
 			metrics.QueueEvictions.WithLabelValues(job.GetObjectKind().GroupVersionKind().Kind, q.evictionReason).Inc()
 		}
 	}
+}
+
+// firstStart reports whether a sync makes the first pods of a job that never ran: admitted
+// before its status ever said it waited (Kueue admits a job that fits at once).
+func firstStart(r engine.Report) bool {
+	if r.WasWaiting != "" || len(r.Children.Pods) > 0 {
+		return false
+	}
+	for _, c := range r.Decision.Status.Conditions {
+		if c.Type == batch.JobInitialized && c.Status == corev1.ConditionTrue {
+			return false
+		}
+	}
+	return true
 }
 
 // queueReason reports whether a Running condition's reason says the job waits for its queue.

@@ -218,6 +218,10 @@ func TestImplicitTopologyMarksPodsUnconstrained(t *testing.T) {
 	s2.Step(t)
 	s2.kueueDecides(t, admitByTopology)
 	s2.Step(t)
+	// Admitted before its status ever said it waited: the event says so all the same.
+	if events := drain(s2.Events); !strings.Contains(events, "Normal Admitted Kueue admitted the job to ClusterQueue cq") {
+		t.Errorf("no Admitted event for a job admitted at once; events:\n%s", events)
+	}
 	for _, p := range s2.Pods(t) {
 		want := ""
 		if p.Labels[batch.LabelReplicaType] == "worker" {

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
@@ -237,6 +238,7 @@ func TestMultiKueueRunsOnAWorker(t *testing.T) {
 	ctx := context.Background()
 	job := multiKueueJob("mk-run", 2)
 	exits(&job.Spec.ReplicaSpecs[0], 0, "4s")
+	added := watchCopiesAdded(t, workers, ns, job.Name)
 	createJob(t, ns, job)
 
 	var worker *mkWorker
@@ -299,6 +301,41 @@ func TestMultiKueueRunsOnAWorker(t *testing.T) {
 		if strings.HasPrefix(line, "Created: ") && line != "Created: Created workloads genericjob-"+job.Name {
 			t.Errorf("the manager's controller created more than the job's Workload: %s", line)
 		}
+	}
+	// MultiKueue made the copy once: no worker saw it created, deleted and created again.
+	if n := added(); n != 1 {
+		t.Errorf("the workers saw the copy created %d times, want once", n)
+	}
+}
+
+// watchCopiesAdded watches every worker's GenericJobs of a name in ns from now on, and
+// returns how many times they were created (ADDED events of a watch begun before the job).
+func watchCopiesAdded(t *testing.T, workers []*mkWorker, ns, name string) func() int {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var mu sync.Mutex
+	added := 0
+	for _, w := range workers {
+		watcher, err := w.jobs.BatchV1beta1().GenericJobs(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			defer watcher.Stop()
+			for e := range watcher.ResultChan() {
+				if e.Type == watch.Added {
+					mu.Lock()
+					added++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return added
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 const (
 	msgInitialized = "The job has been initialized successfully."
 	msgRunning     = "All pods are running normally."
+	msgNoFailure   = "No replica has failed."
 	// MsgSucceeded is also what an admitter tells its system of a job that succeeded.
 	MsgSucceeded = "The job has finished successfully."
 	msgDebug     = "The job is running in debug mode: replicas run their debug command."
@@ -51,9 +52,13 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused boo
 	if outcome != nil {
 		endWith(set, outcome)
 	}
-	if len(failed) > 0 {
+	switch {
+	case len(failed) > 0:
 		set(batch.JobReplicaFailure, true, "ReplicaFailed", "Failed replicas: "+Listed(failed, 10)+".")
-	} else {
+	case len(pods) == 0 && !Finished(old):
+		// A job that waits with no pod (queued, held, not yet created) has no news of pods.
+		set(batch.JobReplicaFailure, false, "-", msgNoFailure)
+	default:
 		set(batch.JobReplicaFailure, false, "-", msgRunning)
 	}
 
@@ -195,7 +200,7 @@ func FailedStatus(job Job, reason, message string, now time.Time) *batch.JobStat
 	}
 	endWith(set, &Outcome{Reason: reason, Message: message})
 	if !hasCondition(old, batch.JobReplicaFailure) {
-		set(batch.JobReplicaFailure, false, "-", "No replica has failed.")
+		set(batch.JobReplicaFailure, false, "-", msgNoFailure)
 	}
 	if !hasCondition(old, batch.JobConditionPaused) {
 		set(batch.JobConditionPaused, false, "-", "The job is not paused.")

@@ -53,13 +53,15 @@ func (w ReplicaWait) Line() string {
 var startingReasons = map[string]bool{"": true, "ContainerCreating": true, "PodInitializing": true}
 
 // podWait says why a pending pod waits, if something holds it: the scheduler could not place
-// it, or a container cannot start.
+// it, or a container cannot start. A pod its scheduling gates hold is no news: it waits for
+// whoever set them, as its job asked (Kueue's topology ungater gives it its node at once),
+// and saying so would cost a status write per job placed by topology.
 func podWait(pod *corev1.Pod) (reason, text string, since time.Time, ok bool) {
 	if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodPending {
 		return "", "", time.Time{}, false
 	}
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason != corev1.PodReasonSchedulingGated {
 			reason, text = c.Reason, c.Message
 			if reason == "" {
 				reason = corev1.PodReasonUnschedulable

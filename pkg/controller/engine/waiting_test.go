@@ -166,3 +166,16 @@ func TestWaitEventsOncePerReason(t *testing.T) {
 		}
 	}
 }
+
+// A pod its scheduling gates hold (Kueue's topology gate, until its ungater gives it its
+// node) is no news: the job says what it says of any pod that starts, and so a job placed by
+// topology costs no status write more than one that is not.
+func TestGatedReplicasAreNoNews(t *testing.T) {
+	gated := unschedulable(pendingPod(1), "Scheduling is blocked due to non-empty scheduling gates")
+	gated.Status.Conditions[0].Reason = corev1.PodReasonSchedulingGated
+	running := decideWaits(t, 2, []*corev1.Pod{pendingPod(0), gated}, now)
+	plain := decideWaits(t, 2, []*corev1.Pod{pendingPod(0), pendingPod(1)}, now)
+	if running.Reason != plain.Reason || running.Message != plain.Message {
+		t.Errorf("Running with a gated pod: %s %q; want what a starting pod gives, %s %q", running.Reason, running.Message, plain.Reason, plain.Message)
+	}
+}

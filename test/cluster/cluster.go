@@ -47,9 +47,13 @@ const ServiceCIDR = "10.96.0.0/16"
 // The local control plane schedules pod groups all or nothing, as a cluster that turns on
 // Kubernetes' gang scheduling (beta in 1.37, off by default) does: the feature gate on the API
 // server, scheduler and controller manager, and the API on the API server. With the gate the
-// scheduler enables its GangScheduling plugin by default.
+// scheduler enables its GangScheduling plugin by default, and preempts a PodGroup whole when
+// its disruption mode says all. It also keeps a pod group in one topology domain
+// (TopologyAwareWorkloadScheduling, alpha) and lets a group's pods share a device claim
+// (DRAWorkloadResourceClaims, beta and off by default): without them the API server drops a
+// PodGroup's schedulingConstraints and resourceClaims.
 const (
-	gangFeatureGates  = "GenericWorkload=true"
+	gangFeatureGates  = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,DRAWorkloadResourceClaims=true"
 	gangRuntimeConfig = "scheduling.k8s.io/v1beta1=true"
 )
 

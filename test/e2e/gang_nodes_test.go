@@ -34,18 +34,27 @@ func newGangNodes(t *testing.T, group string) *gangNodes {
 	return n
 }
 
-// add makes one more node of 4 CPUs. kwok gives every fake node its status (1000 CPUs) once;
-// the node is then cut to 4 CPUs, and only then labelled for the test's pods, so that none
-// is placed on it before.
+// add makes one more node of 4 CPUs.
 func (n *gangNodes) add() string {
+	n.t.Helper()
+	return n.addNode("4", nil)
+}
+
+// addNode makes one more node of cpu CPUs, with labels besides its own. kwok gives every
+// fake node its status (1000 CPUs) once; the node is then cut to cpu, and only then labelled
+// for the test's pods, so that none is placed on it before.
+func (n *gangNodes) addNode(cpu string, labels map[string]string) string {
 	t := n.t
 	t.Helper()
 	ctx := context.Background()
 	name := fmt.Sprintf("%s-%d", n.group, len(n.names))
+	nodeLabels := map[string]string{"kubernetes.io/hostname": name, "type": "kwok"}
+	for k, v := range labels {
+		nodeLabels[k] = v
+	}
 	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{cluster.FakeNodeAnnotation: "fake"},
-			Labels: map[string]string{"kubernetes.io/hostname": name, "type": "kwok"}},
-		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: gangNodeKey, Value: n.group, Effect: corev1.TaintEffectNoSchedule}}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{cluster.FakeNodeAnnotation: "fake"}, Labels: nodeLabels},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: gangNodeKey, Value: n.group, Effect: corev1.TaintEffectNoSchedule}}},
 	}
 	if _, err := env.kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -64,7 +73,7 @@ func (n *gangNodes) add() string {
 		return false, nil
 	})
 	nodes := env.kube.CoreV1().Nodes()
-	if _, err := nodes.Patch(ctx, name, types.MergePatchType, []byte(`{"status":{"capacity":{"cpu":"4"},"allocatable":{"cpu":"4"}}}`), metav1.PatchOptions{}, "status"); err != nil {
+	if _, err := nodes.Patch(ctx, name, types.MergePatchType, []byte(fmt.Sprintf(`{"status":{"capacity":{"cpu":%q},"allocatable":{"cpu":%q}}}`, cpu, cpu)), metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := nodes.Patch(ctx, name, types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, gangNodeKey, n.group)), metav1.PatchOptions{}); err != nil {

@@ -317,7 +317,7 @@ func schedulingCases() []Case {
 // in one rack, disrupted only whole, sharing a claim made from a template.
 func DocumentedScheduling() map[string]any {
 	return map[string]any{
-		"schedulingPolicy":      map[string]any{"gang": map[string]any{"minCount": 1}},
+		"schedulingPolicy":      map[string]any{"gang": map[string]any{"minCount": 4}},
 		"schedulingConstraints": map[string]any{"topology": []any{map[string]any{"key": "topology.kubernetes.io/rack"}}},
 		"disruptionMode":        map[string]any{"all": map[string]any{}},
 		"resourceClaims":        []any{map[string]any{"name": "gpus", "resourceClaimTemplateName": "gpus"}},

@@ -56,6 +56,11 @@ func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision
 // whatever was held. So a starting job's burst of pod changes costs one status write, and
 // Running is not delayed.
 //
+// While scheduling gates hold a pod of the job, the status waits up to gatedBatchPeriod: the
+// gates' holder (Kueue's topology ungater, which batches its own work for a second) lets the
+// pods go within it, and a status saying only that they were made would be overwritten by
+// the one that says they run.
+//
 // Only a starting job is held: the status is also the controller's memory (a replica's last
 // phase tells a pod deleted while it ran from one never made), and while a job starts a
 // later sync decides from the unwritten status what this one did.
@@ -69,7 +74,11 @@ func (c *Controller) holdMinor(key string, job Job, d *Decision) time.Duration {
 		return 0
 	}
 	since, _ := c.held.LoadOrStore(key, c.now())
-	return podBatchPeriod - c.now().Sub(since.(time.Time))
+	period := podBatchPeriod
+	if d.Gated {
+		period = gatedBatchPeriod
+	}
+	return period - c.now().Sub(since.(time.Time))
 }
 
 // phaseOf is a status's phase, where a status never written counts as Pending: a job's first

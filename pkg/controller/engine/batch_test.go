@@ -170,3 +170,34 @@ func TestFinishedJobForgetsItsPodsEnds(t *testing.T) {
 		t.Error("the finished job's pod is still remembered as ended")
 	}
 }
+
+// While scheduling gates hold the starting job's pod (Kueue's topology ungater has yet to
+// give it its node), its status waits longer than a batch, up to gatedBatchPeriod: the pod
+// goes within it, and the status that says it runs is the one written.
+func TestGatedPodHoldsTheStatusLonger(t *testing.T) {
+	s := newStallTest(t, testJob(batch.JobStatus{}))
+	p := pod("job-worker-0", "pod-uid", corev1.PodPending, 0)
+	p.Labels[batch.LabelControllerUID] = "job-uid"
+	p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(testJob(batch.JobStatus{}), batch.SchemeGroupVersion.WithKind("GenericJob"))}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonSchedulingGated}}
+	if err := s.c.caches[kindIndex(PodKind)].indexer.Update(p); err != nil {
+		t.Fatal(err)
+	}
+	if wait, err := s.c.sync(context.Background(), "ns/job"); err != nil || wait != gatedBatchPeriod {
+		t.Fatalf("sync of a job whose pod is gated returned %s, %v: want to come back in %s", wait, err, gatedBatchPeriod)
+	}
+	s.clock.Step(podBatchPeriod)
+	if _, err := s.c.sync(context.Background(), "ns/job"); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.statusWrites(); n != 0 {
+		t.Fatalf("%d status writes a batch after the gated pod was seen, want none yet", n)
+	}
+	s.clock.Step(gatedBatchPeriod - podBatchPeriod)
+	if _, err := s.c.sync(context.Background(), "ns/job"); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.statusWrites(); n != 1 {
+		t.Fatalf("%d status writes once the gated hold ended, want 1: a gate that stays does not hide the job's status for ever", n)
+	}
+}

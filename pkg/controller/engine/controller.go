@@ -25,6 +25,10 @@ import (
 // long as the job's phase stays as it is.
 const podBatchPeriod = time.Second
 
+// gatedBatchPeriod is podBatchPeriod while scheduling gates hold a starting job's pods
+// (holdMinor).
+const gatedBatchPeriod = 5 * time.Second
+
 // statusWaitTTL bounds how long a sync waits for the cache to show its own status write.
 const statusWaitTTL = 30 * time.Second
 

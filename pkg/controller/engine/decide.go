@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,6 +40,10 @@ type Decision struct {
 	// Waits say which replicas' pods wait, and why (waiting.go): the Running condition says
 	// them, and each new reason is announced once.
 	Waits []ReplicaWait
+	// Gated: a pod of the job is held by scheduling gates (Kueue's topology gate, until its
+	// ungater gives it its node): a starting job's status is held a little longer for it
+	// (holdMinor).
+	Gated bool
 	// KindStatus is the kind's own part of the status (Plan.KindStatus), written with it.
 	KindStatus KindStatus
 	// DebugHint is the plan's DebugHint when this decision's status is the first to say it
@@ -176,6 +181,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	}
 	if !x.finished && !x.paused {
 		d.Waits = waitsOf(job.GetName(), all)
+		d.Gated = slices.ContainsFunc(pods, gated)
 	}
 	setPhaseAndConditions(d.Status, old, d.Outcome, x.paused && !x.unadmitted, unadmitted, resumed, failedNames, pods, d.Waiting, d.Waits, hint, now)
 	if hint != "" {

@@ -84,6 +84,20 @@ func podWait(pod *corev1.Pod) (reason, text string, since time.Time, ok bool) {
 	return "", "", time.Time{}, false
 }
 
+// gated reports whether scheduling gates hold a pod that has not ended: the scheduler says
+// so in its PodScheduled condition (which the pod cache keeps).
+func gated(pod *corev1.Pod) bool {
+	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodPending {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonSchedulingGated {
+			return true
+		}
+	}
+	return false
+}
+
 // quoted is another component's message as a part of ours: one line, no closing full stop,
 // at most waitTextMax bytes.
 func quoted(s string) string {

@@ -13,6 +13,9 @@
 // from just before the job's Create call to its first pod, and from its last pod Running to
 // its phase Running.
 //
+// -kueue times the burst's jobs queued in Kueue, without and with placement by topology
+// (kueue.go), for the writes per job that each costs the controller.
+//
 // Two more modes ask what a cluster full of jobs costs, each without the raw loop:
 //
 //   - -finished N: each round has two controller runs, alternating which goes first: "empty",
@@ -33,6 +36,7 @@
 //	go run ./test/bench -jobs 250 -replicas 4   (make bench)
 //	go run ./test/bench -finished 5000          (make bench BENCH_FINISHED=5000)
 //	go run ./test/bench -scale 10000            (make bench BENCH_SCALE=10000)
+//	go run ./test/bench -kueue                  (make bench BENCH_KUEUE=1)
 package main
 
 import (
@@ -55,6 +59,10 @@ type config struct {
 	binDir                          string
 	finished, scale, scaleStep      int
 	foreign                         int
+	// kueue: the -kueue mode (kueue.go); queue, of one controller run: its jobs' queue
+	// (queueNone: none).
+	kueue bool
+	queue string
 }
 
 func main() {
@@ -70,6 +78,7 @@ func main() {
 	flag.IntVar(&c.finished, "finished", 0, "finished jobs to create before the burst, against a run without them (no raw loop)")
 	flag.IntVar(&c.scale, "scale", 0, "finished jobs to grow to, measuring the controller's memory at every step, then its restart (no burst)")
 	flag.IntVar(&c.scaleStep, "scale-step", 1000, "jobs per step of -scale")
+	flag.BoolVar(&c.kueue, "kueue", false, "queued jobs under Kueue, without and with placement by topology (no raw loop): time, latencies, writes per job of each")
 	flag.IntVar(&c.foreign, "foreign", 0, "after -scale, pods to create that are not the controller's, comparing its memory before and after")
 	flag.Parse()
 	if err := run(c); err != nil {
@@ -100,6 +109,9 @@ func run(c config) error {
 	if c.finished > 0 && c.scale > 0 {
 		return fmt.Errorf("-finished and -scale are separate runs")
 	}
+	if c.kueue && (c.finished > 0 || c.scale > 0 || c.kind != "GenericJob") {
+		return fmt.Errorf("-kueue times a burst of GenericJobs on its own")
+	}
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "t9k-bench-")
 	if err != nil {
@@ -111,6 +123,8 @@ func run(c config) error {
 		fmt.Fprintln(os.Stderr, "bench: keeping", dir)
 	}
 	switch {
+	case c.kueue:
+		return kueueRuns(ctx, c, dir)
 	case c.scale > 0:
 		return scaleRun(ctx, c, dir)
 	case c.finished > 0:

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -47,6 +48,11 @@ func rawPhase(ctx context.Context, c config, dir string) (phase, error) {
 func controllerPhase(ctx context.Context, c config, dir string, prepare func(context.Context, *controllerProcess, *rest.Config, kubernetes.Interface) error) (controllerRun, error) {
 	var r controllerRun
 	err := withCluster(ctx, c, dir, installCRDs, func(cl *cluster.Cluster, admin *rest.Config, kube kubernetes.Interface) error {
+		if c.queue != queueNone {
+			if err := startQueue(ctx, cl, kube, c.queue); err != nil {
+				return err
+			}
+		}
 		ctl, err := startController(ctx, c, cl.Kubeconfig, filepath.Dir(cl.Dir))
 		if err != nil {
 			return err
@@ -183,11 +189,18 @@ func runJobs(ctx context.Context, c config, config *rest.Config, kube kubernetes
 					Template: corev1.PodTemplateSpec{Spec: spec}}}}, metav1.CreateOptions{})
 			return err
 		}
+		var labels map[string]string
+		spec := podSpec()
+		if c.queue != queueNone {
+			// Kueue assigns a flavor, and so a topology, only to what pods request.
+			labels = map[string]string{"kueue.x-k8s.io/queue-name": benchQueue}
+			spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}
+		}
 		_, err := client.BatchV1beta1().GenericJobs(ns).Create(ctx, &batch.GenericJob{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 			Spec: batch.GenericJobSpec{
 				ReplicaSpecs: []batch.GenericReplicaSpec{{Type: "worker", Replicas: ptr.To(int32(c.replicas)),
-					Template: corev1.PodTemplateSpec{Spec: podSpec()}}},
+					Template: corev1.PodTemplateSpec{Spec: spec}}},
 				Service: &batch.ServiceOption{Ports: []batch.ServicePort{{Name: "http", Port: 2222}}},
 			},
 		}, metav1.CreateOptions{})

@@ -133,6 +133,12 @@ const MultiKueueQueue = "multikueue"
 // queues: on the manager a ClusterQueue with the AdmissionCheck, quota for what the workers
 // offer, and a LocalQueue in namespace default; on each worker a LocalQueue of the same name
 // to its default ClusterQueue (the Workload MultiKueue makes there keeps its queue's name).
+//
+// The manager's ClusterQueue covers pods too: Kueue then counts every pod set's pods, so
+// that every admission assigns a flavor. Since v0.17.1 Kueue keeps, once quota is reserved,
+// only the admission checks of the flavors assigned: a job whose pods request none of the
+// queue's other resources would be admitted on the manager without the MultiKueue check, and
+// never dispatched.
 func (c *Cluster) SetUpMultiKueue(ctx context.Context, workers map[string]*Cluster) error {
 	if err := c.ConnectMultiKueue(ctx, MultiKueueQueue, workers); err != nil {
 		return err
@@ -148,13 +154,14 @@ metadata:
 spec:
   namespaceSelector: {}
   resourceGroups:
-  - coveredResources: [cpu, memory, nvidia.com/gpu]
+  - coveredResources: [cpu, memory, nvidia.com/gpu, pods]
     flavors:
     - name: %[2]s
       resources:
       - {name: cpu, nominalQuota: "1000"}
       - {name: memory, nominalQuota: 1Ti}
       - {name: nvidia.com/gpu, nominalQuota: "100"}
+      - {name: pods, nominalQuota: "10000"}
   admissionChecksStrategy:
     admissionChecks:
     - name: %[1]s

@@ -257,14 +257,19 @@ func TestMultiKueueRunsOnAWorker(t *testing.T) {
 		return false, nil
 	})
 	t.Logf("running on %s", worker.name)
-	if copied.Spec.ManagedBy != "" || copied.Labels[kueue.LabelPrebuiltWorkload] == "" {
-		t.Errorf("the copy's managedBy %q and labels %v: want no managedBy, and the prebuilt Workload's label", copied.Spec.ManagedBy, copied.Labels)
+	// The prebuilt Workload's name: an annotation since Kueue v0.18, a label before.
+	prebuilt := copied.Annotations[kueue.AnnotationPrebuiltWorkload]
+	if prebuilt == "" {
+		prebuilt = copied.Labels[kueue.LabelPrebuiltWorkload]
+	}
+	if copied.Spec.ManagedBy != "" || prebuilt == "" {
+		t.Errorf("the copy's managedBy %q, labels %v and annotations %v: want no managedBy, and the prebuilt Workload's name", copied.Spec.ManagedBy, copied.Labels, copied.Annotations)
 	}
 	wls, err := worker.dynamic.Resource(workloadsGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(wls.Items) != 1 || wls.Items[0].GetName() != copied.Labels[kueue.LabelPrebuiltWorkload] {
+	if len(wls.Items) != 1 || wls.Items[0].GetName() != prebuilt {
 		t.Errorf("%s holds %d Workloads, want the prebuilt one alone", worker.name, len(wls.Items))
 	} else if ref := metav1.GetControllerOf(&wls.Items[0]); ref == nil || ref.UID != copied.UID {
 		t.Errorf("the worker's Workload is controlled by %v, want the copy of the job", ref)

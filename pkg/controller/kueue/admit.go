@@ -37,7 +37,7 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 			max, kueueVersionOfLimit(max), len(plan.Groups))}
 	}
 	wl := workloadOf(children.Objects)
-	if name := job.GetLabels()[kueue.LabelPrebuiltWorkload]; name != "" {
+	if name := prebuiltWorkload(job); name != "" {
 		return a.admitPrebuilt(job, plan, q, name, wl)
 	}
 	if engine.Finished(job.JobStatus()) {

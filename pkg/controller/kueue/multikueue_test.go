@@ -75,10 +75,25 @@ func (s *queueTest) copyStarted(t *testing.T) {
 	s.Refresh(t)
 }
 
-// On a worker: the copy MultiKueue made (labelled with its prebuilt Workload) adopts that
-// Workload, makes none of its own, changes nothing of its spec, and runs once it is admitted.
+// On a worker: the copy MultiKueue made (naming its prebuilt Workload) adopts that Workload,
+// makes none of its own, changes nothing of its spec, and runs once it is admitted. Kueue
+// names the Workload in an annotation since v0.18 (feature gate
+// WorkloadIdentifierAnnotations, on by default), in a label before, or with the gate off.
 func TestPrebuiltWorkloadIsAdopted(t *testing.T) {
-	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a", kueue.LabelPrebuiltWorkload: "genericjob-job"})
+	for _, by := range []string{"label", "annotation"} {
+		t.Run(by, func(t *testing.T) {
+			job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
+			if by == "label" {
+				job.Labels[kueue.LabelPrebuiltWorkload] = "genericjob-job"
+			} else {
+				job.Annotations = map[string]string{kueue.AnnotationPrebuiltWorkload: "genericjob-job"}
+			}
+			testPrebuiltWorkloadIsAdopted(t, job)
+		})
+	}
+}
+
+func testPrebuiltWorkloadIsAdopted(t *testing.T, job *batch.GenericJob) {
 	s := newQueueTest(t, job, true, Config{}, flavors...)
 	prebuilt := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "genericjob-job", Namespace: "ns",
 		Labels: map[string]string{batch.LabelJobName: "job", batch.LabelControllerUID: "manager-uid", "kueue.x-k8s.io/multikueue-origin": "multikueue"}},

@@ -14,12 +14,22 @@ import (
 
 // Prebuilt Workloads (docs/queueing.md, "Across clusters with MultiKueue"). On a worker
 // cluster, MultiKueue first makes the Workload of a job it dispatches there (the manager's
-// Workload, its spec unchanged: Kueue there queues and admits it), then the job, labelled
-// with that Workload's name. The job runs under that Workload, as Kueue's own integrations
-// run theirs: the controller adopts it (a controller reference to the job, the job's UID in
-// its labels), never changes its spec (MultiKueue would take that for a different job and
-// remove it), and never makes one of its own. The rest is as for any queued job: its pods
+// Workload, its spec unchanged: Kueue there queues and admits it), then the job, annotated
+// (or labelled) with that Workload's name. The job runs under that Workload, as Kueue's own
+// integrations run theirs: the controller adopts it (a controller reference to the job, the
+// job's UID in its labels), never changes its spec (MultiKueue would take that for a
+// different job and remove it), and never makes one of its own. The rest is as for any queued job: its pods
 // wait for the admission, and the Workload hears of PodsReady, an eviction, the end.
+
+// prebuiltWorkload is the name of the Workload made for the job beforehand ("": none), as
+// Kueue reads it: the annotation, where MultiKueue writes it since Kueue v0.18 (feature gate
+// WorkloadIdentifierAnnotations, on by default), else the label, where it wrote it before.
+func prebuiltWorkload(job engine.Job) string {
+	if name := job.GetAnnotations()[kueue.AnnotationPrebuiltWorkload]; name != "" {
+		return name
+	}
+	return job.GetLabels()[kueue.LabelPrebuiltWorkload]
+}
 
 // admitPrebuilt is Admit for a job whose Workload is prebuilt (name).
 func (a *Admitter) admitPrebuilt(job engine.Job, plan *engine.Plan, q *request, name string, wl *kueue.Workload) (*engine.Verdict, error) {
@@ -38,13 +48,13 @@ func (a *Admitter) admitPrebuilt(job engine.Job, plan *engine.Plan, q *request, 
 		if err != nil {
 			return nil, err
 		}
-		s := &state{reason: reasonQueued, message: fmt.Sprintf("Waiting for Workload %q, which the job's label %s names: MultiKueue makes it before the job.", name, kueue.LabelPrebuiltWorkload)}
+		s := &state{reason: reasonQueued, message: fmt.Sprintf("Waiting for Workload %q, which the job's %s names: MultiKueue makes it before the job.", name, kueue.LabelPrebuiltWorkload)}
 		if !found {
 			return verdict(nil, s), nil
 		}
 		prebuilt := obj.(*kueue.Workload)
 		if ref := metav1.GetControllerOfNoCopy(prebuilt); ref != nil && ref.UID != job.GetUID() {
-			s.message = fmt.Sprintf("Workload %q, which the job's label %s names, belongs to %s %s: it is not this job's.", name, kueue.LabelPrebuiltWorkload, ref.Kind, ref.Name)
+			s.message = fmt.Sprintf("Workload %q, which the job's %s names, belongs to %s %s: it is not this job's.", name, kueue.LabelPrebuiltWorkload, ref.Kind, ref.Name)
 			return verdict(nil, s), nil
 		}
 		s.message = fmt.Sprintf("Adopting Workload %q, which MultiKueue made for the job.", name)

@@ -18,6 +18,10 @@ const (
 	// MultiKueue, on a worker cluster): the job runs under that Workload, adopted, never
 	// under one of its own.
 	LabelPrebuiltWorkload = "kueue.x-k8s.io/prebuilt-workload-name"
+	// AnnotationPrebuiltWorkload is the same, as an annotation: where MultiKueue names the
+	// Workload since Kueue v0.18 (feature gate WorkloadIdentifierAnnotations, on by
+	// default), and for a name too long for a label. It wins over the label.
+	AnnotationPrebuiltWorkload = "kueue.x-k8s.io/prebuilt-workload-name"
 )
 
 // Topology-aware scheduling (TAS): how a pod set asks to be placed, and what its pods carry

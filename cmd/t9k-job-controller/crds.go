@@ -102,7 +102,9 @@ const kueueWorkloadCRD = "workloads." + kueue.GroupName
 // before. 0 when the CRD cannot be read or says nothing; the admitter then assumes the
 // tested version's.
 func kueuePodSetLimit(ctx context.Context, d discovery.DiscoveryInterface, logger klog.Logger) int {
-	raw, err := d.RESTClient().Get().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", kueueWorkloadCRD).DoRaw(ctx)
+	// JSON, not the protobuf the clientset's REST client asks for by default.
+	raw, err := d.RESTClient().Get().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", kueueWorkloadCRD).
+		SetHeader("Accept", "application/json").DoRaw(ctx)
 	if err != nil {
 		logger.Info("Could not read Kueue's Workload CRD for its pod-set limit: assuming Kueue v0.19's", "crd", kueueWorkloadCRD, "err", err)
 		return 0

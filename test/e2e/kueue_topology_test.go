@@ -248,3 +248,29 @@ func TestKueueTopologyNodeHotSwap(t *testing.T) {
 		t.Errorf("worker-1 counts %d restarts for Kueue's node swap, want 0", r.RestartCount)
 	}
 }
+
+// TestKueuePodSetLimitOfTheCluster: the controller reads the cluster's Workload CRD for how
+// many pod sets Kueue takes (18 on v0.19, 8 before): a GenericJob of 16 replica types, the
+// most its API allows, is queued as 16 pod sets, admitted and runs whole.
+func TestKueuePodSetLimitOfTheCluster(t *testing.T) {
+	client := useKueue(t)
+	ns := namespace(t)
+	queue := queueFor(t, ns, 40)
+	job := queuedJob("sixteen", queue, 1, "")
+	one := job.Spec.ReplicaSpecs[0]
+	delete(one.Template.Annotations, exitCodeAnnotation)
+	job.Spec.ReplicaSpecs = nil
+	for i := range 16 {
+		r := *one.DeepCopy()
+		r.Type = fmt.Sprintf("t%d", i)
+		job.Spec.ReplicaSpecs = append(job.Spec.ReplicaSpecs, r)
+	}
+	createJob(t, ns, job)
+	running := waitJob(t, ns, job.Name, "running, its 16 pod sets admitted", inPhase(batch.JobRunning))
+	if wl := workloadOf(t, client, ns, "genericjob-"+job.Name); len(wl.Spec.PodSets) != 16 {
+		t.Errorf("the Workload has %d pod sets, want 16", len(wl.Spec.PodSets))
+	}
+	if n := len(jobPods(t, ns, job.Name+"-")); n != 16 || running.Status.Phase != batch.JobRunning {
+		t.Errorf("%d pods, want one per replica type", n)
+	}
+}

@@ -56,10 +56,10 @@ func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision
 // whatever was held. So a starting job's burst of pod changes costs one status write, and
 // Running is not delayed.
 //
-// While scheduling gates hold a pod of the job, the status waits up to gatedBatchPeriod: the
-// gates' holder (Kueue's topology ungater, which batches its own work for a second) lets the
-// pods go within it, and a status saying only that they were made would be overwritten by
-// the one that says they run.
+// While scheduling gates hold a pod of the job, and for a batch after they let it go, the
+// status waits, up to gatedBatchPeriod in all: the gates' holder (Kueue's topology ungater,
+// which batches its own work for a second) lets the pods go within it, and a status saying
+// only that they were made would be overwritten by the one that says they run.
 //
 // Only a starting job is held: the status is also the controller's memory (a replica's last
 // phase tells a pod deleted while it ran from one never made), and while a job starts a
@@ -73,12 +73,22 @@ func (c *Controller) holdMinor(key string, job Job, d *Decision) time.Duration {
 		c.held.Delete(key) // nothing held; the kind's own status, if it changed, goes now
 		return 0
 	}
-	since, _ := c.held.LoadOrStore(key, c.now())
-	period := podBatchPeriod
-	if d.Gated {
-		period = gatedBatchPeriod
+	now := c.now()
+	v, _ := c.held.LoadOrStore(key, &heldStatus{first: now, batch: now})
+	h := v.(*heldStatus)
+	if d.Gated || h.gated {
+		h.batch = now // the gates held the pods until now: their batch starts again
 	}
-	return period - c.now().Sub(since.(time.Time))
+	h.gated = d.Gated
+	return min(h.batch.Add(podBatchPeriod).Sub(now), h.first.Add(gatedBatchPeriod).Sub(now))
+}
+
+// heldStatus is when a starting job's status was first held back (holdMinor), and when its
+// current batch began: later than first while scheduling gates held its pods (gated, as of
+// the last sync).
+type heldStatus struct {
+	first, batch time.Time
+	gated        bool
 }
 
 // phaseOf is a status's phase, where a status never written counts as Pending: a job's first

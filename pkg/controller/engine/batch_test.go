@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -172,32 +173,58 @@ func TestFinishedJobForgetsItsPodsEnds(t *testing.T) {
 }
 
 // While scheduling gates hold the starting job's pod (Kueue's topology ungater has yet to
-// give it its node), its status waits longer than a batch, up to gatedBatchPeriod: the pod
-// goes within it, and the status that says it runs is the one written.
+// give it its node), and for a batch after they let it go, its status waits, up to
+// gatedBatchPeriod in all: the pod goes within it, and the status that says it runs is the
+// one written. A gate that stays does not hide the job's status for ever.
 func TestGatedPodHoldsTheStatusLonger(t *testing.T) {
 	s := newStallTest(t, testJob(batch.JobStatus{}))
 	p := pod("job-worker-0", "pod-uid", corev1.PodPending, 0)
 	p.Labels[batch.LabelControllerUID] = "job-uid"
 	p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(testJob(batch.JobStatus{}), batch.SchemeGroupVersion.WithKind("GenericJob"))}
-	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonSchedulingGated}}
-	if err := s.c.caches[kindIndex(PodKind)].indexer.Update(p); err != nil {
-		t.Fatal(err)
+	gatedPod := p.DeepCopy()
+	gatedPod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonSchedulingGated}}
+	show := func(p *corev1.Pod) {
+		if err := s.c.caches[kindIndex(PodKind)].indexer.Update(p); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if wait, err := s.c.sync(context.Background(), "ns/job"); err != nil || wait != gatedBatchPeriod {
-		t.Fatalf("sync of a job whose pod is gated returned %s, %v: want to come back in %s", wait, err, gatedBatchPeriod)
+	sync := func(want time.Duration) {
+		t.Helper()
+		if wait, err := s.c.sync(context.Background(), "ns/job"); err != nil || wait != want {
+			t.Fatalf("sync returned %s, %v: want to come back in %s", wait, err, want)
+		}
+	}
+	show(gatedPod)
+	sync(podBatchPeriod)
+	s.clock.Step(podBatchPeriod)
+	sync(podBatchPeriod) // still gated: the batch starts again
+	s.clock.Step(podBatchPeriod / 2)
+	show(p) // the gate is gone: one more batch from here
+	sync(podBatchPeriod)
+	if n := s.statusWrites(); n != 0 {
+		t.Fatalf("%d status writes while the gate held the pod and its batch after, want none", n)
 	}
 	s.clock.Step(podBatchPeriod)
-	if _, err := s.c.sync(context.Background(), "ns/job"); err != nil {
-		t.Fatal(err)
-	}
-	if n := s.statusWrites(); n != 0 {
-		t.Fatalf("%d status writes a batch after the gated pod was seen, want none yet", n)
-	}
-	s.clock.Step(gatedBatchPeriod - podBatchPeriod)
-	if _, err := s.c.sync(context.Background(), "ns/job"); err != nil {
-		t.Fatal(err)
-	}
+	sync(0)
 	if n := s.statusWrites(); n != 1 {
-		t.Fatalf("%d status writes once the gated hold ended, want 1: a gate that stays does not hide the job's status for ever", n)
+		t.Fatalf("%d status writes once the batch after the gate closed, want 1", n)
+	}
+
+	// A gate that stays: the status goes gatedBatchPeriod after it was first held.
+	s2 := newStallTest(t, testJob(batch.JobStatus{}))
+	if err := s2.c.caches[kindIndex(PodKind)].indexer.Update(gatedPod); err != nil {
+		t.Fatal(err)
+	}
+	for range int(gatedBatchPeriod / podBatchPeriod) {
+		if _, err := s2.c.sync(context.Background(), "ns/job"); err != nil {
+			t.Fatal(err)
+		}
+		s2.clock.Step(podBatchPeriod)
+	}
+	if _, err := s2.c.sync(context.Background(), "ns/job"); err != nil {
+		t.Fatal(err)
+	}
+	if n := s2.statusWrites(); n != 1 {
+		t.Fatalf("%d status writes %s after a gated pod was first seen, want 1", n, gatedBatchPeriod)
 	}
 }

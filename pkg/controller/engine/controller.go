@@ -57,7 +57,7 @@ type Controller struct {
 	written sync.Map // key -> writtenStatus
 	// held holds, per job key, when the job's first status that waits for the batch to close
 	// was decided (holdMinor), until a status of the job is written.
-	held sync.Map // key -> time.Time
+	held sync.Map // key -> *heldStatus
 	// endSeen holds, per pod UID, when the pod was first seen ended: restart backoffs count
 	// from there (a container's finishedAt has one-second resolution).
 	endSeen sync.Map // types.UID -> time.Time

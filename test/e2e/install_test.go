@@ -143,7 +143,7 @@ func imageIn(t *testing.T, manifest string) string {
 // checkControllerSecurity: the controller runs as 65532 with a read-only root, no
 // capabilities and no privilege escalation, its Go memory limit follows the container's, and
 // its credentials are its service account's token, bound to its pod, allowed what
-// manifests/rbac.yaml allows and nothing more.
+// manifests/rbac.yaml allows and nothing more, its admission policy included.
 func checkControllerSecurity(t *testing.T, pod *corev1.Pod) {
 	pid := controllerProcess(t, pod)
 	for field, want := range map[string]string{"Uid": "65532 65532 65532 65532", "Gid": "65532 65532 65532 65532",
@@ -193,6 +193,7 @@ func checkControllerSecurity(t *testing.T, pod *corev1.Pod) {
 	if err := kube.CoreV1().Namespaces().Delete(context.Background(), "default", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
 		t.Errorf("deleting a namespace with the controller's token: %v, want Forbidden", err)
 	}
+	checkLeastPrivilege(t, kube)
 }
 
 // checkFailover deletes the leader's pod while a job runs: another replica takes the Lease

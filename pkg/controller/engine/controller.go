@@ -21,6 +21,11 @@ import (
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
 )
 
+// FieldManager names the controller in the managedFields of every object it writes, so that
+// `kubectl get -o yaml --show-managed-fields` and server-side apply conflicts say who wrote
+// what.
+const FieldManager = "t9k-job-controller"
+
 // podBatchPeriod coalesces the syncs (and status writes) that children's changes cause, as
 // long as the job's phase stays as it is.
 const podBatchPeriod = time.Second
@@ -204,7 +209,7 @@ func (c *Controller) sync(ctx context.Context, key string) (requeue time.Duratio
 	if cached.GetDeletionTimestamp() != nil {
 		return 0, nil // the garbage collector deletes the children
 	}
-	if left, ok := ttlLeft(cached, c.now()); ok {
+	if left, ok := c.ttlLeft(ctx, cached); ok {
 		if left <= 0 {
 			return c.deleteExpired(ctx, key, cached)
 		}

@@ -118,11 +118,11 @@ func childKind[T metav1.Object](kind ObjectKind, group, resource string, beforeP
 		Kind: kind, Group: group, Resource: resource, BeforePods: beforePods, Informer: informer,
 		is: func(o metav1.Object) bool { _, ok := o.(T); return ok },
 		create: func(ctx context.Context, c Clients, o metav1.Object) error {
-			_, err := clientFor(c, o.GetNamespace()).Create(ctx, o.(T), metav1.CreateOptions{})
+			_, err := clientFor(c, o.GetNamespace()).Create(ctx, o.(T), metav1.CreateOptions{FieldManager: FieldManager})
 			return err
 		},
 		update: func(ctx context.Context, c Clients, o metav1.Object) error {
-			_, err := clientFor(c, o.GetNamespace()).Update(ctx, o.(T), metav1.UpdateOptions{})
+			_, err := clientFor(c, o.GetNamespace()).Update(ctx, o.(T), metav1.UpdateOptions{FieldManager: FieldManager})
 			return err
 		},
 		delete: func(ctx context.Context, c Clients, o metav1.Object, opts metav1.DeleteOptions) error {

@@ -36,7 +36,7 @@ func NewAdapter[T Defaulter, L interface {
 			return client(ns).Get(ctx, name, metav1.GetOptions{})
 		},
 		update: func(ctx context.Context, job T) (T, error) {
-			return client(job.GetNamespace()).UpdateStatus(ctx, job, metav1.UpdateOptions{})
+			return client(job.GetNamespace()).UpdateStatus(ctx, job, metav1.UpdateOptions{FieldManager: FieldManager})
 		},
 		delete: func(ctx context.Context, job T) error {
 			uid, rv := job.GetUID(), job.GetResourceVersion()

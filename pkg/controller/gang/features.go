@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 )
 
 // Features are the PodGroup fields behind feature gates of their own, beyond GenericWorkload
@@ -39,7 +41,7 @@ func DetectFeatures(ctx context.Context, client kubernetes.Interface, namespace 
 			ResourceClaims:        []schedulingv1beta1.PodGroupResourceClaim{{Name: "probe", ResourceClaimTemplateName: ptr.To("probe")}},
 		},
 	}
-	got, err := client.SchedulingV1beta1().PodGroups(namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	got, err := client.SchedulingV1beta1().PodGroups(namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: engine.FieldManager})
 	if err != nil {
 		return Features{}, fmt.Errorf("a dry run of a PodGroup in namespace %s: %w", namespace, err)
 	}

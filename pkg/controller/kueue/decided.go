@@ -36,7 +36,7 @@ func (a *Admitter) patchWorkload(ctx context.Context, wl *kueue.Workload, fields
 	if err != nil {
 		return err
 	}
-	_, err = a.config.Client.KueueV1beta2().Workloads(wl.Namespace).Patch(ctx, wl.Name, types.MergePatchType, patch, metav1.PatchOptions{}, subresources...)
+	_, err = a.config.Client.KueueV1beta2().Workloads(wl.Namespace).Patch(ctx, wl.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: engine.FieldManager}, subresources...)
 	return err
 }
 

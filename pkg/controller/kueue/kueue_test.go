@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
@@ -827,4 +828,40 @@ func conditionOf(s *batch.JobStatus, t batch.JobConditionType) batch.JobConditio
 		}
 	}
 	return batch.JobCondition{}
+}
+
+// Every create, update and patch the controller sends names it as the field manager: pods,
+// Services, the Workload and its status, the job's status.
+func TestEveryWriteNamesTheFieldManager(t *testing.T) {
+	s := admittedJob(t)
+	s.runAll(t)
+	s.Step(t)
+	var actions []k8stesting.Action
+	actions = append(actions, s.Kube.Actions()...)
+	actions = append(actions, s.Jobs.Actions()...)
+	actions = append(actions, s.kueue.Actions()...)
+	writes := 0
+	for _, a := range actions {
+		var manager string
+		switch a := a.(type) {
+		case k8stesting.CreateActionImpl:
+			manager = a.GetCreateOptions().FieldManager
+		case k8stesting.UpdateActionImpl:
+			manager = a.GetUpdateOptions().FieldManager
+		case k8stesting.PatchActionImpl:
+			manager = a.GetPatchOptions().FieldManager
+		default:
+			continue
+		}
+		if a.GetSubresource() == "status" && (a.GetResource().Resource == "pods" || a.GetVerb() == "update" && a.GetResource().Resource == "workloads") {
+			continue // the test's own kubelet and Kueue
+		}
+		writes++
+		if manager != engine.FieldManager {
+			t.Errorf("%s %s/%s names field manager %q, want %q", a.GetVerb(), a.GetResource().Resource, a.GetSubresource(), manager, engine.FieldManager)
+		}
+	}
+	if writes < 5 {
+		t.Fatalf("only %d writes seen", writes)
+	}
 }

@@ -17,7 +17,37 @@ import (
 // when it ran out deletes the job on its first sync (the caches' initial list syncs every
 // job). Nothing is deleted early: the job is read again from the API server and checked
 // before it is deleted, with its UID and resourceVersion as preconditions, so that a TTL
-// lengthened meanwhile, or a new job of the same name, is kept.
+// lengthened meanwhile, or a new job of the same name, is kept. An admitter may hold a job
+// whose TTL ran out (TTLHolder): a copy MultiKueue runs stays until MultiKueue has its end.
+
+// TTLHolder is an admitter that may keep a finished job whose TTL ran out from being deleted
+// for now, because a system outside the controller has yet to see the job's end: Kueue's
+// MultiKueue, which learns how a job ended from the copy it runs on another cluster (the
+// copy's status and Workload), and ends the job where it was submitted only then. An
+// admitter that holds a job hears of its end through its own children: their next change
+// syncs the job, and the TTL is counted again.
+type TTLHolder interface {
+	// HoldsTTL says why the finished job must not be deleted yet ("": it may be).
+	HoldsTTL(job Job) string
+}
+
+// ttlLeft is ttlLeft at the controller's time, unless an admitter holds the job: then no TTL
+// applies for now (ok false), and the job is not asked back for it.
+func (c *Controller) ttlLeft(ctx context.Context, job Job) (left time.Duration, ok bool) {
+	left, ok = ttlLeft(job, c.now())
+	if !ok || left > 0 {
+		return left, ok
+	}
+	for _, a := range c.options.Admitters {
+		if h, is := a.(TTLHolder); is {
+			if why := h.HoldsTTL(job); why != "" {
+				klog.FromContext(ctx).V(4).Info("A finished job's ttlSecondsAfterFinished has passed; it is kept for now", "kind", c.kind, "job", klog.KObj(job), "why", why)
+				return 0, false
+			}
+		}
+	}
+	return left, ok
+}
 
 // ttlLeft is how long a finished job has before its TTL runs out; ok is false when no TTL
 // applies (none set, or the job has not finished).

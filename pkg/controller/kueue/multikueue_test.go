@@ -4,7 +4,10 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -153,5 +156,107 @@ func TestPausedMultiKueueJobSaysSo(t *testing.T) {
 	s.workload(t)
 	if st := s.Job(t).Status; st.Phase != batch.JobPending || conditionOf(&st, batch.JobConditionRunning).Reason != reasonQueued {
 		t.Errorf("resumed: phase %q, Running %+v; want Pending, Queued", st.Phase, conditionOf(&st, batch.JobConditionRunning))
+	}
+}
+
+// succeeded sets the job's status to a success that completed an hour ago, as its controller
+// (or MultiKueue, copying it) writes it, with a TTL that ran out long since.
+func (s *queueTest) succeeded(t *testing.T, ttl int32) {
+	t.Helper()
+	job := s.Job(t)
+	job.Spec.TTLSecondsAfterFinished = &ttl
+	job, err := s.Jobs.BatchV1beta1().GenericJobs("ns").Update(context.Background(), job, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := metav1.NewTime(now.Add(-time.Hour))
+	job.Status = batch.JobStatus{Phase: batch.JobSucceeded, StartTime: &ended, CompletionTime: &ended,
+		Conditions: []batch.JobCondition{{Type: batch.JobCompleted, Status: corev1.ConditionTrue, Reason: "Succeeded", LastTransitionTime: ended}},
+		Tasks:      []batch.TaskStatus{{Type: "worker", Replicas: []batch.ReplicaStatus{{Name: "job-worker-0", Phase: batch.ReplicaSucceeded}}}}}
+	if _, err := s.Jobs.BatchV1beta1().GenericJobs("ns").UpdateStatus(context.Background(), job, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range s.Pods(t) { // cleaned up
+		if err := s.Kube.CoreV1().Pods("ns").Delete(context.Background(), p.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Refresh(t)
+}
+
+// exists reports whether the job is still there.
+func (s *queueTest) exists(t *testing.T) bool {
+	t.Helper()
+	_, err := s.Jobs.BatchV1beta1().GenericJobs("ns").Get(context.Background(), "job", metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// A finished job MultiKueue runs is not deleted by its TTL before MultiKueue has its end. On
+// the manager, the job waits for MultiKueue to finish its Workload (it copies the end first,
+// then finishes the Workload); a Workload that holds no quota holds nothing.
+func TestMultiKueueManagerTTLWaitsForTheWorkload(t *testing.T) {
+	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
+	job.Spec.ManagedBy = batch.MultiKueueControllerName
+	s := newQueueTest(t, job, true, Config{}, flavors...)
+	s.Step(t)
+	s.kueueDecides(t, admit)
+	s.Step(t)
+	s.succeeded(t, 0)
+	s.Step(t)
+	if !s.exists(t) {
+		t.Fatal("the manager's job was deleted by its TTL before MultiKueue finished its Workload")
+	}
+	if c := meta.FindStatusCondition(s.workload(t).Status.Conditions, kueue.WorkloadFinished); c != nil {
+		t.Errorf("the controller finished the Workload of a job MultiKueue runs: %+v", c)
+	}
+	s.kueueDecides(t, func(wl *kueue.Workload) {
+		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadFinished, Status: metav1.ConditionTrue, Reason: "Succeeded", Message: "succeeded"})
+	})
+	s.Sync(t)
+	if s.exists(t) {
+		t.Error("the manager's job outlived its TTL once its Workload was Finished")
+	}
+}
+
+// On a worker, the copy MultiKueue made is not deleted by its TTL (the manager's spec, TTL
+// included) while its Workload is there: MultiKueue copies its end to the manager, then
+// removes it. A copy whose Workload is gone is MultiKueue's no more: its TTL applies.
+func TestMultiKueueCopyOutlivesItsTTL(t *testing.T) {
+	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a", kueue.LabelMultiKueueOrigin: "multikueue"})
+	job.Annotations = map[string]string{kueue.AnnotationPrebuiltWorkload: "genericjob-job"}
+	s := newQueueTest(t, job, true, Config{}, flavors...)
+	prebuilt := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "genericjob-job", Namespace: "ns",
+		Labels: map[string]string{kueue.LabelMultiKueueOrigin: "multikueue"}},
+		Spec: kueue.WorkloadSpec{QueueName: "team-a", PodSets: []kueue.PodSet{{Name: "worker", Count: 2, Template: cpuTemplate(0)}, {Name: "ps", Count: 1, Template: cpuTemplate(0)}}}}
+	if _, err := s.kueue.KueueV1beta2().Workloads("ns").Create(context.Background(), prebuilt, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Refresh(t)
+	s.Step(t) // adopted
+	s.kueueDecides(t, admit)
+	s.Step(t)
+	s.succeeded(t, 0)
+	s.Step(t)
+	if !s.exists(t) {
+		t.Fatal("the copy was deleted by its TTL while MultiKueue had yet to see its end")
+	}
+	c := meta.FindStatusCondition(s.workload(t).Status.Conditions, kueue.WorkloadFinished)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("the copy's Workload says Finished %+v, want True: MultiKueue finishes the manager's from it", c)
+	}
+	s.Step(t)
+	if !s.exists(t) {
+		t.Fatal("the copy was deleted by its TTL once its Workload was Finished, before MultiKueue removed it")
+	}
+	if err := s.kueue.KueueV1beta2().Workloads("ns").Delete(context.Background(), "genericjob-job", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Refresh(t)
+	s.Sync(t)
+	if s.exists(t) {
+		t.Error("a copy whose Workload is gone outlived its TTL")
 	}
 }

@@ -22,6 +22,9 @@ const (
 	// Workload since Kueue v0.18 (feature gate WorkloadIdentifierAnnotations, on by
 	// default), and for a name too long for a label. It wins over the label.
 	AnnotationPrebuiltWorkload = "kueue.x-k8s.io/prebuilt-workload-name"
+	// LabelMultiKueueOrigin, on a job (and its Workload) on a worker cluster, names the
+	// MultiKueue manager that made it there: the copy is MultiKueue's to remove.
+	LabelMultiKueueOrigin = "kueue.x-k8s.io/multikueue-origin"
 )
 
 // Topology-aware scheduling (TAS): how a pod set asks to be placed, and what its pods carry

@@ -1,0 +1,66 @@
+package kueue
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
+)
+
+var _ engine.TTLHolder = (*Admitter)(nil)
+
+// HoldsTTL keeps a finished job from its ttlSecondsAfterFinished while MultiKueue has yet to
+// see its end (docs/queueing.md, "Across clusters with MultiKueue"). MultiKueue learns how a
+// job ended from its copy on a worker: it copies the copy's status into the job on the
+// manager, finishes the manager's Workload once the copy's is Finished, and then removes the
+// copy. So:
+//
+//   - on a worker, a copy MultiKueue made (labelled kueue.x-k8s.io/multikueue-origin) is kept
+//     while its Workload is there: MultiKueue removes it. Deleted by its TTL first (the copy
+//     has the manager's spec, TTL included), the copy would take the end with it: the
+//     manager's job would stay Running for good, its Workload admitted and its quota held.
+//     The job's TTL applies on the manager, where it was submitted, as Kueue does for batch
+//     Jobs since v0.20 (it leaves the field out of a copy);
+//   - on the manager, a job MultiKueue runs is kept while its Workload holds quota and is not
+//     yet Finished: MultiKueue copies the end first, then finishes the Workload a moment
+//     later, and a job deleted in between would take its Workload with it unfinished.
+//
+// The Workload's change (Finished; gone) syncs the job again.
+func (a *Admitter) HoldsTTL(job engine.Job) string {
+	if !a.installed() {
+		return ""
+	}
+	if origin := job.GetLabels()[kueue.LabelMultiKueueOrigin]; origin != "" {
+		if wl := a.cachedWorkload(job.GetNamespace(), prebuiltWorkload(job)); wl != nil && wl.DeletionTimestamp == nil {
+			return fmt.Sprintf("MultiKueue (%s) runs this copy of the job and removes it once the job it was copied from has its outcome; the TTL applies there", origin)
+		}
+		return ""
+	}
+	if job.JobLifecycle().ManagedBy != batch.MultiKueueControllerName {
+		return ""
+	}
+	wl := a.cachedWorkload(job.GetNamespace(), WorkloadName(job))
+	if wl == nil || wl.DeletionTimestamp != nil || !metav1.IsControlledBy(wl, job) ||
+		!meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) ||
+		meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadFinished) {
+		return ""
+	}
+	return fmt.Sprintf("MultiKueue has yet to finish Workload %s", wl.Name)
+}
+
+// cachedWorkload is a Workload of the cache (nil: none).
+func (a *Admitter) cachedWorkload(namespace, name string) *kueue.Workload {
+	if name == "" {
+		return nil
+	}
+	obj, found, err := a.workloads.GetIndexer().GetByKey(namespace + "/" + name)
+	if err != nil || !found {
+		return nil
+	}
+	wl, _ := obj.(*kueue.Workload)
+	return wl
+}

@@ -66,13 +66,30 @@ func (c *Controller) syncElsewhere(ctx context.Context, key string, job Job, pla
 		}
 	}
 	// The admitters hear of the sync as the job's own controller reports it (its status), so
-	// that a queue's eviction is handed back at once: there is no pod to wait for here.
+	// that a queue's eviction is handed back at once: there is no pod to wait for here. Ready
+	// is what that status says: Kueue's waitForPodsReady on this cluster counts from the
+	// admission here, and would evict a job that runs elsewhere if nothing said it started.
 	if len(verdicts.by) > 0 {
 		r := c.report(writes, children, conditionOf(job.JobStatus(), batch.JobConditionRunning).Reason)
-		r.Elsewhere = true
+		r.Elsewhere, r.Ready = true, everyReplicaRunning(job.JobStatus())
 		if err := c.tell(ctx, job, verdicts, r); err != nil {
 			return 0, err
 		}
 	}
 	return d.RequeueAfter, nil
+}
+
+// everyReplicaRunning reports whether a status another controller wrote shows every replica
+// running or succeeded: the most it says of readiness (a copy's pods are not here to look at).
+func everyReplicaRunning(s *batch.JobStatus) bool {
+	total := 0
+	for _, t := range s.Tasks {
+		for _, r := range t.Replicas {
+			if r.Phase != batch.ReplicaRunning && r.Phase != batch.ReplicaSucceeded {
+				return false
+			}
+			total++
+		}
+	}
+	return total > 0
 }

@@ -21,7 +21,8 @@ type Report struct {
 	// WasWaiting is the reason of the job's Running condition before the sync: an admitter
 	// tells the start of a wait from its continuation by it.
 	WasWaiting string
-	// Ready: every replica has a pod that is Ready, or has succeeded.
+	// Ready: every replica has a pod that is Ready, or has succeeded; of a job another
+	// controller runs (Elsewhere), its status shows every replica running or succeeded.
 	Ready bool
 	// Running: a pod of the job may still run (one being deleted runs until it is gone).
 	Running bool

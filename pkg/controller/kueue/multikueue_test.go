@@ -45,16 +45,15 @@ func TestManagedByMultiKueueHasOnlyItsWorkload(t *testing.T) {
 	if pods := s.Pods(t); len(pods) != 0 {
 		t.Errorf("a job MultiKueue manages got %d pods on the manager", len(pods))
 	}
-	if wl := s.workload(t); meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPodsReady) != nil {
-		t.Errorf("the manager's Workload got PodsReady from a controller that runs no pod: %+v", wl.Status.Conditions)
-	}
+	s.podsReady(t, metav1.ConditionFalse, "WaitForStart")
 	// MultiKueue copies the worker's status: the controller leaves it be, also once the job
 	// is evicted (the copy may still run on a worker MultiKueue lost).
 	s.copyStarted(t)
 	s.Step(t)
-	if st := s.Job(t).Status; st.Phase != batch.JobRunning || len(st.Conditions) != 0 {
+	if st := s.Job(t).Status; st.Phase != batch.JobRunning || len(st.Tasks) != 2 || len(st.Conditions) != 0 {
 		t.Errorf("the controller wrote the status of a job MultiKueue runs: %+v", st)
 	}
+	s.podsReady(t, metav1.ConditionTrue, "Started")
 	s.kueueDecides(t, func(wl *kueue.Workload) {
 		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "AdmissionCheck", Message: "Reserving remote lost"})
 	})
@@ -67,15 +66,70 @@ func TestManagedByMultiKueueHasOnlyItsWorkload(t *testing.T) {
 	}
 }
 
-// copyStarted sets the job's status as MultiKueue copies it from a copy that started.
+// copyStarted sets the job's status as MultiKueue copies it from a copy whose replicas all
+// run.
 func (s *queueTest) copyStarted(t *testing.T) {
 	t.Helper()
+	s.copyStatus(t, batch.ReplicaRunning, batch.ReplicaRunning, batch.ReplicaRunning)
+}
+
+// copyStatus sets the job's status as MultiKueue copies it from a copy that started, its
+// replicas (worker-0, worker-1, ps-0) in the phases given.
+func (s *queueTest) copyStatus(t *testing.T, worker0, worker1, ps0 batch.ReplicaPhase) {
+	t.Helper()
 	copied := s.Job(t)
-	copied.Status = batch.JobStatus{Phase: batch.JobRunning, StartTime: &metav1.Time{Time: now}}
+	copied.Status = batch.JobStatus{Phase: batch.JobRunning, StartTime: &metav1.Time{Time: now}, Tasks: []batch.TaskStatus{
+		{Type: "worker", Replicas: []batch.ReplicaStatus{{Name: "job-worker-0", Phase: worker0}, {Name: "job-worker-1", Phase: worker1}}},
+		{Type: "ps", Replicas: []batch.ReplicaStatus{{Name: "job-ps-0", Phase: ps0}}},
+	}}
 	if _, err := s.Jobs.BatchV1beta1().GenericJobs("ns").UpdateStatus(context.Background(), copied, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s.Refresh(t)
+}
+
+// podsReady checks the Workload's PodsReady condition.
+func (s *queueTest) podsReady(t *testing.T, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	c := meta.FindStatusCondition(s.workload(t).Status.Conditions, kueue.WorkloadPodsReady)
+	if c == nil || c.Status != status || c.Reason != reason {
+		t.Errorf("the manager's Workload says PodsReady %+v, want %s %s", c, status, reason)
+	}
+}
+
+// On the manager, the Workload of a job MultiKueue runs says PodsReady as the copied status
+// shows the replicas, as a local job's does from its pods: Kueue's waitForPodsReady on the
+// manager counts from the admission there, and would evict a job whose copy runs but whose
+// Workload never said so. A copy that lost a replica waits for its recovery; an admission
+// handed back starts afresh.
+func TestMultiKueueManagerSaysPodsReady(t *testing.T) {
+	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
+	job.Spec.ManagedBy = batch.MultiKueueControllerName
+	s := newQueueTest(t, job, true, Config{}, flavors...)
+	s.Step(t)
+	s.kueueDecides(t, admit)
+	s.Step(t)
+	s.podsReady(t, metav1.ConditionFalse, "WaitForStart")
+	s.copyStatus(t, batch.ReplicaRunning, batch.ReplicaPending, batch.ReplicaRunning)
+	s.Step(t)
+	s.podsReady(t, metav1.ConditionFalse, "WaitForStart")
+	s.copyStatus(t, batch.ReplicaRunning, batch.ReplicaSucceeded, batch.ReplicaRunning)
+	s.Step(t)
+	s.podsReady(t, metav1.ConditionTrue, "Started")
+	s.copyStatus(t, batch.ReplicaRunning, batch.ReplicaSucceeded, batch.ReplicaPending)
+	s.Step(t)
+	s.podsReady(t, metav1.ConditionFalse, "WaitForRecovery")
+	s.copyStarted(t)
+	s.Step(t)
+	s.podsReady(t, metav1.ConditionTrue, "Recovered")
+	s.kueueDecides(t, func(wl *kueue.Workload) {
+		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "AdmissionCheck", Message: "Admitting remote lost"})
+	})
+	s.Step(t)
+	s.podsReady(t, metav1.ConditionFalse, "WaitForStart")
+	if st := s.Job(t).Status; st.Phase != batch.JobRunning {
+		t.Errorf("the controller wrote over the copied status on an eviction: %+v", st)
+	}
 }
 
 // On a worker: the copy MultiKueue made (naming its prebuilt Workload) adopts that Workload,

@@ -14,7 +14,9 @@ import (
 // What the job's controller tells Kueue through its Workload's status, as Kueue's own job
 // integrations do:
 //   - PodsReady, while admitted: True once every replica runs (Kueue's waitForPodsReady
-//     evicts a job whose pods do not all get there in time);
+//     evicts a job whose pods do not all get there in time); of a job MultiKueue runs on
+//     another cluster, once its copied status shows every replica running (engine.Report's
+//     Ready), as Kueue's own integrations tell it from a job's copied status;
 //   - Finished, once the job has ended and none of its pods still runs: Kueue then releases
 //     its quota, and must never count less than what runs (a clean-up policy may keep pods
 //     running after the end: an MPIJob's sshd workers);
@@ -45,9 +47,9 @@ func workloadConditions(wl *kueue.Workload, r engine.Report) (conds []metav1.Con
 	}
 	evicted := meta.FindStatusCondition(conds, kueue.WorkloadEvicted)
 	switch {
-	case r.Elsewhere && (evicted == nil || evicted.Status != metav1.ConditionTrue):
-		// Another controller runs the job (MultiKueue, which finishes the Workload itself):
-		// only an eviction is this one's to hand back.
+	case r.Elsewhere && engine.Finished(d.Status) && (evicted == nil || evicted.Status != metav1.ConditionTrue):
+		// Another controller runs the job: MultiKueue, which finishes the Workload itself once
+		// it has copied the end.
 	case engine.Finished(d.Status):
 		// A pod being deleted runs until it is gone; one that ended holds nothing.
 		if !meta.IsStatusConditionTrue(conds, kueue.WorkloadFinished) && !r.Running {

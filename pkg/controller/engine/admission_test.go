@@ -26,7 +26,7 @@ func TestEveryAdmitterMustAdmit(t *testing.T) {
 	other := &Verdict{Reason: "OtherWaiting", Message: "Waiting for another."}
 
 	d := Decide(testJob(batch.JobStatus{}), plan, Children{}, (&verdicts{list: []*Verdict{quota, gang, other}}).combined(), now)
-	running := conditionOf(d.Status, batch.JobConditionRunning)
+	running := d.Status.Condition(batch.JobConditionRunning)
 	if len(d.CreatePods) != 0 || d.Status.Phase != batch.JobPending || running.Reason != "GangWaiting" ||
 		running.Message != gang.Message+" Replicas waiting: worker-0, worker-1 (since 12:00:00)." {
 		t.Fatalf("%d pods, phase %s, Running %+v: want none, Pending, the first waiting admitter's reason, the replicas named", len(d.CreatePods), d.Status.Phase, running)

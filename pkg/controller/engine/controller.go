@@ -257,7 +257,7 @@ func (c *Controller) sync(ctx context.Context, key string) (requeue time.Duratio
 	if d.BuildErr != nil {
 		return 0, d.BuildErr
 	}
-	wasWaiting := conditionOf(job.JobStatus(), batch.JobConditionRunning).Reason // apply writes the new status into job
+	wasWaiting := job.JobStatus().Condition(batch.JobConditionRunning).Reason // apply writes the new status into job
 	if err := c.apply(ctx, key, job, d); err != nil {
 		var taken *NameTakenError
 		if errors.As(err, &taken) {

@@ -176,7 +176,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	var unadmitted *Verdict
 	if x.unadmitted {
 		v := *admission
-		v.Message += admissionWait(job.GetName(), all, conditionOf(old, batch.JobConditionRunning), now)
+		v.Message += admissionWait(job.GetName(), all, old.Condition(batch.JobConditionRunning), now)
 		unadmitted = &v
 	}
 	if !x.finished && !x.paused {
@@ -185,9 +185,9 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	}
 	setPhaseAndConditions(d.Status, old, d.Outcome, x.paused && !x.unadmitted, unadmitted, resumed, failedNames, pods, d.Waiting, d.Waits, hint, now)
 	if hint != "" {
-		running := conditionOf(d.Status, batch.JobConditionRunning)
+		running := d.Status.Condition(batch.JobConditionRunning)
 		if running.Status == corev1.ConditionTrue && strings.HasSuffix(running.Message, hint) &&
-			running.Message != conditionOf(old, batch.JobConditionRunning).Message {
+			running.Message != old.Condition(batch.JobConditionRunning).Message {
 			d.DebugHint = hint
 		}
 	}

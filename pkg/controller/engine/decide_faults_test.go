@@ -184,8 +184,8 @@ func TestForensicsSurvivePodDeletion(t *testing.T) {
 		if r := replicaOf(second.Status, "job-worker-1"); r.Phase != batch.ReplicaDeleted || r.Node != "node-8" || len(r.Containers) != 1 {
 			t.Errorf("deleted running replica after clean-up: %+v, want its node and containers kept", r)
 		}
-		if !strings.Contains(condition(second.Status, batch.JobReplicaFailure).Message, "job-worker-0 with exit code 137") {
-			t.Errorf("ReplicaFailure = %+v", condition(second.Status, batch.JobReplicaFailure))
+		if !strings.Contains(second.Status.Condition(batch.JobReplicaFailure).Message, "job-worker-0 with exit code 137") {
+			t.Errorf("ReplicaFailure = %+v", second.Status.Condition(batch.JobReplicaFailure))
 		}
 	})
 	t.Run("restart", func(t *testing.T) {
@@ -236,7 +236,7 @@ func TestRunningMessageFollowsThePods(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := Decide(testJob(status), plan, Children{Pods: tc.pods}, nil, now)
-			if c := condition(d.Status, batch.JobConditionRunning); c.Message != tc.want {
+			if c := d.Status.Condition(batch.JobConditionRunning); c.Message != tc.want {
 				t.Errorf("Running = %q, want %q", c.Message, tc.want)
 			}
 			if said := strings.HasSuffix(tc.want, hint); (d.DebugHint == hint) != said || (!said && d.DebugHint != "") {
@@ -322,8 +322,8 @@ func TestDeadline(t *testing.T) {
 	}
 	late := Decide(testJob(*first.Status), plan, Children{Pods: []*corev1.Pod{p}}, nil, now.Add(41*time.Second))
 	if late.Outcome == nil || late.Outcome.Reason != "DeadlineExceeded" || late.Status.Phase != batch.JobFailed ||
-		!strings.Contains(condition(late.Status, batch.JobConditionFailed).Message, "activeDeadlineSeconds (60 s)") {
-		t.Errorf("outcome %+v, phase %s, Failed %+v", late.Outcome, late.Status.Phase, condition(late.Status, batch.JobConditionFailed))
+		!strings.Contains(late.Status.Condition(batch.JobConditionFailed).Message, "activeDeadlineSeconds (60 s)") {
+		t.Errorf("outcome %+v, phase %s, Failed %+v", late.Outcome, late.Status.Phase, late.Status.Condition(batch.JobConditionFailed))
 	}
 
 	paused := *plan

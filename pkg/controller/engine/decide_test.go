@@ -104,15 +104,6 @@ func replicaOf(s *batch.JobStatus, name string) batch.ReplicaStatus {
 	return batch.ReplicaStatus{}
 }
 
-func condition(s *batch.JobStatus, t batch.JobConditionType) batch.JobCondition {
-	for _, c := range s.Conditions {
-		if c.Type == t {
-			return c
-		}
-	}
-	return batch.JobCondition{}
-}
-
 func TestDecide(t *testing.T) {
 	running := func(i int) *corev1.Pod {
 		return pod(fmt.Sprintf("job-worker-%d", i), types.UID(fmt.Sprintf("uid-%d", i)), corev1.PodRunning, 0)
@@ -135,7 +126,7 @@ func TestDecide(t *testing.T) {
 				if d.Status.Phase != batch.JobPending || d.Status.Aggregate.Creating != 3 {
 					t.Errorf("phase %s, aggregate %+v", d.Status.Phase, d.Status.Aggregate)
 				}
-				if c := condition(d.Status, batch.JobInitialized); c.Status != corev1.ConditionFalse {
+				if c := d.Status.Condition(batch.JobInitialized); c.Status != corev1.ConditionFalse {
 					t.Errorf("Initialized = %+v before the pods exist", c)
 				}
 				if len(d.Status.Conditions) != 6 {
@@ -151,10 +142,10 @@ func TestDecide(t *testing.T) {
 				if len(d.CreatePods)+len(d.DeletePods) != 0 {
 					t.Errorf("writes on a running job: create %v delete %v", names(d.CreatePods), names(d.DeletePods))
 				}
-				if d.Status.Phase != batch.JobRunning || condition(d.Status, batch.JobConditionRunning).Status != corev1.ConditionTrue {
-					t.Errorf("phase %s, Running %+v", d.Status.Phase, condition(d.Status, batch.JobConditionRunning))
+				if d.Status.Phase != batch.JobRunning || d.Status.Condition(batch.JobConditionRunning).Status != corev1.ConditionTrue {
+					t.Errorf("phase %s, Running %+v", d.Status.Phase, d.Status.Condition(batch.JobConditionRunning))
 				}
-				if c := condition(d.Status, batch.JobInitialized); c.Status != corev1.ConditionTrue || c.Message != msgInitialized {
+				if c := d.Status.Condition(batch.JobInitialized); c.Status != corev1.ConditionTrue || c.Message != msgInitialized {
 					t.Errorf("Initialized = %+v", c)
 				}
 				if r := replicaOf(d.Status, "job-worker-1"); r.UID != "uid-1" || r.Phase != batch.ReplicaRunning || len(r.Containers) != 1 || r.Containers[0].State != batch.ContainerRunning {
@@ -222,13 +213,13 @@ func TestDecide(t *testing.T) {
 				if got := names(d.DeletePods); !reflect.DeepEqual(got, []string{"job-worker-0"}) {
 					t.Errorf("clean-up deleted %v, want only the running pod", got)
 				}
-				if c := condition(d.Status, batch.JobConditionFailed); c.Status != corev1.ConditionTrue || c.Message != "failed" {
+				if c := d.Status.Condition(batch.JobConditionFailed); c.Status != corev1.ConditionTrue || c.Message != "failed" {
 					t.Errorf("Failed = %+v", c)
 				}
-				if c := condition(d.Status, batch.JobCompleted); c.Status != corev1.ConditionFalse || c.Reason != "Failed" || c.Message != "failed" {
+				if c := d.Status.Condition(batch.JobCompleted); c.Status != corev1.ConditionFalse || c.Reason != "Failed" || c.Message != "failed" {
 					t.Errorf("Completed = %+v: want False with the failure's reason and message", c)
 				}
-				if c := condition(d.Status, batch.JobReplicaFailure); c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "job-worker-1 with exit code 1") {
+				if c := d.Status.Condition(batch.JobReplicaFailure); c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "job-worker-1 with exit code 1") {
 					t.Errorf("ReplicaFailure = %+v", c)
 				}
 			},
@@ -331,7 +322,7 @@ func TestDecide(t *testing.T) {
 				if len(d.DeletePods) != 2 || len(d.DeleteObjects) != 2 || len(d.CreateObjects) != 0 {
 					t.Errorf("deleted pods %v services %v", names(d.DeletePods), names(d.DeleteObjects))
 				}
-				if c := condition(d.Status, batch.JobCompleted); c.Status != corev1.ConditionTrue || c.Reason != "Succeeded" {
+				if c := d.Status.Condition(batch.JobCompleted); c.Status != corev1.ConditionTrue || c.Reason != "Succeeded" {
 					t.Errorf("Completed = %+v", c)
 				}
 			},
@@ -379,7 +370,7 @@ func TestDecide(t *testing.T) {
 				if r := replicaOf(d.Status, "job-worker-1"); r.Phase != batch.ReplicaDeleted {
 					t.Errorf("cleaned-up replica: %+v, want Deleted", r)
 				}
-				if c := condition(d.Status, batch.JobCompleted); c.Message != "rule" {
+				if c := d.Status.Condition(batch.JobCompleted); c.Message != "rule" {
 					t.Errorf("Completed = %+v, want the outcome kept", c)
 				}
 			},
@@ -394,8 +385,8 @@ func TestDecide(t *testing.T) {
 				if len(d.DeletePods) != 2 || len(d.DeleteObjects) != 1 || len(d.CreatePods) != 0 {
 					t.Errorf("deleted pods %v services %v, created %v", names(d.DeletePods), names(d.DeleteObjects), names(d.CreatePods))
 				}
-				if d.Status.Phase != batch.JobPaused || condition(d.Status, batch.JobConditionPaused).Status != corev1.ConditionTrue {
-					t.Errorf("phase %s, Paused %+v", d.Status.Phase, condition(d.Status, batch.JobConditionPaused))
+				if d.Status.Phase != batch.JobPaused || d.Status.Condition(batch.JobConditionPaused).Status != corev1.ConditionTrue {
+					t.Errorf("phase %s, Paused %+v", d.Status.Phase, d.Status.Condition(batch.JobConditionPaused))
 				}
 			},
 		},
@@ -422,7 +413,7 @@ func TestDecide(t *testing.T) {
 				if d.Status.Phase != batch.JobResuming {
 					t.Errorf("phase %s, want Resuming", d.Status.Phase)
 				}
-				if c := condition(d.Status, batch.JobConditionPaused); c.Status != corev1.ConditionFalse || c.Reason != "Resumed" {
+				if c := d.Status.Condition(batch.JobConditionPaused); c.Status != corev1.ConditionFalse || c.Reason != "Resumed" {
 					t.Errorf("Paused = %+v", c)
 				}
 			},
@@ -534,10 +525,10 @@ func TestConditionTimesHold(t *testing.T) {
 	}
 	pods[0] = pod("job-worker-0", "uid-0", corev1.PodSucceeded, 0)
 	third := Decide(testJob(*second.Status), plan, Children{Pods: pods}, nil, now.Add(2*time.Minute))
-	if got := condition(third.Status, batch.JobCompleted).LastTransitionTime.Time; !got.Equal(now.Add(2 * time.Minute)) {
+	if got := third.Status.Condition(batch.JobCompleted).LastTransitionTime.Time; !got.Equal(now.Add(2 * time.Minute)) {
 		t.Errorf("Completed flipped at %s, want the time of the flip", got)
 	}
-	if got := condition(third.Status, batch.JobInitialized).LastTransitionTime.Time; !got.Equal(now) {
+	if got := third.Status.Condition(batch.JobInitialized).LastTransitionTime.Time; !got.Equal(now) {
 		t.Errorf("Initialized moved to %s though it held", got)
 	}
 }

@@ -128,7 +128,7 @@ func TestDisruptedPodIsReplacedNotCounted(t *testing.T) {
 	if strings.Join(names(d.DeletePods), ",") != "job-worker-0" || strings.Join(d.Disrupted, ",") != "job-worker-0" || len(d.Restarted) != 0 {
 		t.Errorf("deleted %v, disrupted %v, restarted %v: want the pod deleted as a disruption", names(d.DeletePods), d.Disrupted, d.Restarted)
 	}
-	if c := condition(d.Status, batch.JobReplicaFailure); c.Status == corev1.ConditionTrue {
+	if c := d.Status.Condition(batch.JobReplicaFailure); c.Status == corev1.ConditionTrue {
 		t.Errorf("ReplicaFailure is True for a disruption: %+v", c)
 	}
 

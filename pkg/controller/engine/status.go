@@ -37,7 +37,7 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused boo
 		setCondition(&s.Conditions, t, status, reason, message, now)
 	}
 	created, total, running := counts(s.Tasks)
-	initialized := hasTrue(old, batch.JobInitialized) || (total > 0 && created == total)
+	initialized := old.ConditionTrue(batch.JobInitialized) || (total > 0 && created == total)
 	switch {
 	case initialized:
 		set(batch.JobInitialized, true, "-", msgInitialized)
@@ -66,7 +66,7 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused boo
 	switch {
 	case Finished(s):
 		s.Phase = batch.JobFailed
-		if hasTrue(s, batch.JobCompleted) {
+		if s.ConditionTrue(batch.JobCompleted) {
 			s.Phase = batch.JobSucceeded
 		}
 		if !hasCondition(s, batch.JobConditionPaused) {
@@ -283,43 +283,29 @@ func sortConditions(conds []batch.JobCondition) {
 }
 
 func hasCondition(s *batch.JobStatus, t batch.JobConditionType) bool {
-	return conditionOf(s, t).Type == t
-}
-
-func hasTrue(s *batch.JobStatus, t batch.JobConditionType) bool {
-	return conditionOf(s, t).Status == corev1.ConditionTrue
+	return s.Condition(t).Type == t
 }
 
 // wasPaused reports whether a job is paused or has been paused and resumed: resume settings
 // apply from then on.
 func wasPaused(s *batch.JobStatus) bool {
-	for _, c := range s.Conditions {
-		if c.Type == batch.JobConditionPaused {
-			return c.Status == corev1.ConditionTrue || c.Reason == "Resumed"
-		}
-	}
-	return false
+	c := s.Condition(batch.JobConditionPaused)
+	return c.Status == corev1.ConditionTrue || c.Reason == "Resumed"
 }
 
-// Finished reports whether a job has ended (Completed or Failed).
-func Finished(s *batch.JobStatus) bool {
-	return hasTrue(s, batch.JobCompleted) || hasTrue(s, batch.JobConditionFailed)
-}
+// Finished reports whether a job has ended (Completed or Failed): JobStatus.Finished, for
+// the engine's callers that hold a status that may be nil-free but not addressable.
+func Finished(s *batch.JobStatus) bool { return s.Finished() }
 
-// conditionOf is the condition of a type in s (the zero condition when there is none).
+// conditionOf is s.Condition(t), for elsewhere.go until it reads the status itself.
 func conditionOf(s *batch.JobStatus, t batch.JobConditionType) batch.JobCondition {
-	for _, c := range s.Conditions {
-		if c.Type == t {
-			return c
-		}
-	}
-	return batch.JobCondition{}
+	return s.Condition(t)
 }
 
 // EndMessage is what an ended job's Failed or Completed condition says ("" before the end).
 func EndMessage(s *batch.JobStatus) string {
 	for _, t := range []batch.JobConditionType{batch.JobConditionFailed, batch.JobCompleted} {
-		if c := conditionOf(s, t); c.Status == corev1.ConditionTrue {
+		if c := s.Condition(t); c.Status == corev1.ConditionTrue {
 			return c.Message
 		}
 	}
@@ -337,7 +323,7 @@ func completionTime(old, s *batch.JobStatus) *metav1.Time {
 		return nil
 	}
 	for _, t := range []batch.JobConditionType{batch.JobCompleted, batch.JobConditionFailed} {
-		if c := conditionOf(s, t); c.Status == corev1.ConditionTrue {
+		if c := s.Condition(t); c.Status == corev1.ConditionTrue {
 			at := c.LastTransitionTime
 			return &at
 		}

@@ -1,0 +1,28 @@
+package v1beta1
+
+import corev1 "k8s.io/api/core/v1"
+
+// Reading a job's status, as apimachinery's meta.FindStatusCondition reads a
+// []metav1.Condition: what every reader of a job (the engine, the adapters, the admitters,
+// a program using the clientset) would otherwise write again.
+
+// Condition is the status's condition of type t: the zero condition (Type "") when it has
+// none.
+func (s *JobStatus) Condition(t JobConditionType) JobCondition {
+	for _, c := range s.Conditions {
+		if c.Type == t {
+			return c
+		}
+	}
+	return JobCondition{}
+}
+
+// ConditionTrue reports whether the status has the condition of type t, True.
+func (s *JobStatus) ConditionTrue(t JobConditionType) bool {
+	return s.Condition(t).Status == corev1.ConditionTrue
+}
+
+// Finished reports whether the job has ended: its Completed or Failed condition is True.
+func (s *JobStatus) Finished() bool {
+	return s.ConditionTrue(JobCompleted) || s.ConditionTrue(JobConditionFailed)
+}

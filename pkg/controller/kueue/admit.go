@@ -52,6 +52,9 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 	if err != nil {
 		return nil, err
 	}
+	if why := rejectedForManagedBy(job, wl); why != "" {
+		return nil, notForMultiKueue(q, why)
+	}
 	if !a.installed() {
 		return verdict(wl, s), nil
 	}

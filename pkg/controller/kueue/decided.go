@@ -98,7 +98,10 @@ func (a *Admitter) syncStatus(ctx context.Context, job engine.Job, wl *kueue.Wor
 	if err := a.patchWorkload(ctx, wl, map[string]any{"status": status}, "status"); err != nil {
 		return fmt.Errorf("writing the status of Workload %s: %w", wl.Name, err)
 	}
-	if release {
+	switch {
+	case release && deactivated(wl):
+		a.config.Recorder.Eventf(job, corev1.EventTypeNormal, "Deactivated", "Every pod is gone: handed the admission back to Kueue; Workload %s is deactivated: the job waits until it is activated again", wl.Name)
+	case release:
 		a.config.Recorder.Eventf(job, corev1.EventTypeNormal, "Requeued", "Every pod is gone: handed the admission back to Kueue; the job waits in LocalQueue %q again", wl.Spec.QueueName)
 	}
 	return nil

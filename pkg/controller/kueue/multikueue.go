@@ -2,6 +2,8 @@ package kueue
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,4 +65,49 @@ func (a *Admitter) cachedWorkload(namespace, name string) *kueue.Workload {
 	}
 	wl, _ := obj.(*kueue.Workload)
 	return wl
+}
+
+// A job in a LocalQueue whose ClusterQueue dispatches through MultiKueue, but without
+// spec.managedBy: kueue.x-k8s.io/multikueue, is a job MultiKueue will not run: it rejects its
+// check, and Kueue deactivates the Workload for good (docs/queueing.md, "Across clusters with
+// MultiKueue"). Nor can it ever run here as it is: spec.managedBy cannot change once the job
+// exists. The job fails, saying so and what to do, rather than waiting for an admission that
+// never comes. Kueue says why in the check's message, and again in the Workload's
+// DeactivationTarget and Evicted conditions: "The owner is not managed by Kueue: Expecting
+// .spec.managedBy to be "kueue.x-k8s.io/multikueue" not """ (Kueue v0.16 to v0.19).
+
+// rejectedForManagedBy is Kueue's word on a Workload MultiKueue rejected for the job's lack
+// of spec.managedBy ("": none such, or the job names a controller).
+func rejectedForManagedBy(job engine.Job, wl *kueue.Workload) string {
+	if wl == nil || job.JobLifecycle().ManagedBy != "" {
+		return ""
+	}
+	says := func(message string) bool {
+		return strings.Contains(message, ".spec.managedBy") && strings.Contains(message, strconv.Quote(batch.MultiKueueControllerName))
+	}
+	for _, c := range wl.Status.AdmissionChecks {
+		if c.State == "Rejected" && says(c.Message) {
+			return c.Message
+		}
+	}
+	for _, t := range []string{kueue.WorkloadEvicted, kueue.WorkloadDeactivationTarget} {
+		if c := meta.FindStatusCondition(wl.Status.Conditions, t); c != nil && c.Status == metav1.ConditionTrue && says(c.Message) {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// notForMultiKueue is the failure of a job MultiKueue rejected for its lack of
+// spec.managedBy, in queue q; why is Kueue's word.
+func notForMultiKueue(q *request, why string) error {
+	return &engine.InvalidSpecError{Message: fmt.Sprintf(
+		"LocalQueue %q runs its jobs on other clusters through Kueue's MultiKueue, which takes only jobs with spec.managedBy: %s, and this job has no spec.managedBy (it cannot be set once a job exists): it will never run. Create the job again with spec.managedBy: %s, or in a LocalQueue that runs jobs on this cluster. Kueue: %s",
+		q.localQueue, batch.MultiKueueControllerName, batch.MultiKueueControllerName, sentence(why))}
+}
+
+// deactivated reports whether Kueue deactivated the Workload (spec.active false): it admits it
+// no more until someone activates it again.
+func deactivated(wl *kueue.Workload) bool {
+	return wl != nil && wl.Spec.Active != nil && !*wl.Spec.Active
 }

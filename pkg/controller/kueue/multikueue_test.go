@@ -314,3 +314,89 @@ func TestMultiKueueCopyOutlivesItsTTL(t *testing.T) {
 		t.Error("a copy whose Workload is gone outlived its TTL")
 	}
 }
+
+// rejectedByMultiKueue sets the Workload's status as Kueue does when MultiKueue rejects the
+// check of a job without spec.managedBy (Kueue v0.19.2's words): first the check Rejected and
+// the Workload marked for deactivation, then deactivated and evicted (the check reset).
+func rejectedByMultiKueue(evicted bool) func(*kueue.Workload) {
+	const why = `The owner is not managed by Kueue: Expecting .spec.managedBy to be "kueue.x-k8s.io/multikueue" not "", Previously: "Pending"`
+	return func(wl *kueue.Workload) {
+		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionTrue, Reason: "QuotaReserved"})
+		if !evicted {
+			wl.Status.AdmissionChecks = []kueue.AdmissionCheckState{{Name: "multikueue", State: "Rejected", Message: why}}
+			meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadDeactivationTarget, Status: metav1.ConditionTrue, Reason: "AdmissionCheck",
+				Message: `AdmissionCheck in Rejected state: "multikueue" (` + why + `)`})
+			return
+		}
+		wl.Status.AdmissionChecks = []kueue.AdmissionCheckState{{Name: "multikueue", State: "Pending", Message: "Reset to Pending after eviction. Previously: Rejected"}}
+		meta.RemoveStatusCondition(&wl.Status.Conditions, kueue.WorkloadDeactivationTarget)
+		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "DeactivatedDueToAdmissionCheck",
+			Message: `The workload is deactivated due to AdmissionCheck in Rejected state: "multikueue" (` + why + `)`})
+	}
+}
+
+// A job in a MultiKueue queue without spec.managedBy, whose check MultiKueue rejects, fails
+// (InvalidSpec), saying why and what to do, whichever of Kueue's steps the controller sees;
+// its Workload is Finished, and nothing says it waits to be admitted again.
+func TestMultiKueueRejectsAJobWithoutManagedBy(t *testing.T) {
+	for _, evicted := range []bool{false, true} {
+		s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "mk"}), true, Config{}, flavors...)
+		s.Step(t)
+		s.kueueDecides(t, rejectedByMultiKueue(evicted))
+		if evicted {
+			s.editWorkload(t, func(wl *kueue.Workload) { wl.Spec.Active = new(false) })
+		}
+		s.Step(t)
+		st := s.Job(t).Status
+		failed := conditionOf(&st, batch.JobConditionFailed)
+		if st.Phase != batch.JobFailed || failed.Reason != "InvalidSpec" {
+			t.Fatalf("evicted %v: phase %s, Failed %+v: want Failed, InvalidSpec", evicted, st.Phase, failed)
+		}
+		for _, want := range []string{`LocalQueue "mk"`, "spec.managedBy: kueue.x-k8s.io/multikueue", "Create the job again", "Kueue: The"} {
+			if !strings.Contains(failed.Message, want) {
+				t.Errorf("evicted %v: the failure says %q, want %q in it", evicted, failed.Message, want)
+			}
+		}
+		s.Step(t)
+		if c := meta.FindStatusCondition(s.workload(t).Status.Conditions, kueue.WorkloadFinished); c == nil || c.Status != metav1.ConditionTrue {
+			t.Errorf("evicted %v: the Workload says Finished %+v, want True", evicted, c)
+		}
+		if events := drain(s.Events); strings.Contains(events, "admitted again") || strings.Contains(events, "waits in LocalQueue") {
+			t.Errorf("evicted %v: an event says the job waits again:\n%s", evicted, events)
+		}
+	}
+}
+
+// editWorkload changes the Workload's spec as someone would.
+func (s *queueTest) editWorkload(t *testing.T, edit func(*kueue.Workload)) {
+	t.Helper()
+	wl := s.workload(t)
+	edit(wl)
+	if _, err := s.kueue.KueueV1beta2().Workloads("ns").Update(context.Background(), wl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Refresh(t)
+}
+
+// A job with spec.managedBy, or one whose Workload another check rejected, does not fail:
+// its Workload deactivated, it waits, saying so rather than that it waits to be admitted
+// again, and the admission handed back says the same.
+func TestDeactivatedWorkloadSaysSo(t *testing.T) {
+	s := admittedJob(t)
+	s.kueueDecides(t, func(wl *kueue.Workload) {
+		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "DeactivatedDueToRequeuingLimitExceeded",
+			Message: "The workload is deactivated due to exceeding the maximum number of re-queuing retries"})
+	})
+	s.editWorkload(t, func(wl *kueue.Workload) { wl.Spec.Active = new(false) })
+	s.Step(t) // its pods go
+	s.Step(t) // they are gone: the admission goes back
+	st := s.Job(t).Status
+	running := conditionOf(&st, batch.JobConditionRunning)
+	if st.Phase != batch.JobPending || running.Reason != reasonEvicted || !strings.Contains(running.Message, "is deactivated: the job waits until it is activated again (spec.active: true).") {
+		t.Errorf("phase %s, Running %+v: want Pending, Evicted, saying the Workload is deactivated", st.Phase, running)
+	}
+	events := drain(s.Events)
+	if !strings.Contains(events, "Deactivated Every pod is gone: handed the admission back to Kueue; Workload genericjob-job is deactivated") || strings.Contains(events, "waits in LocalQueue") {
+		t.Errorf("events:\n%s\nwant the admission handed back, saying the Workload is deactivated", events)
+	}
+}

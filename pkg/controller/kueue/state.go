@@ -48,6 +48,9 @@ func (a *Admitter) state(q *request, wl *kueue.Workload) (*state, error) {
 		if by := a.preemptor(ev.Message); by != "" {
 			message += " " + by + " took its place."
 		}
+		if deactivated(wl) {
+			return &state{reason: reason, evictionReason: ev.Reason, message: message + " Its Workload " + wl.Name + " is deactivated: the job waits until it is activated again (spec.active: true)."}, nil
+		}
 		return &state{reason: reason, evictionReason: ev.Reason, message: message + " It waits to be admitted again."}, nil
 	}
 	if meta.IsStatusConditionTrue(conds, kueue.WorkloadAdmitted) && wl.Status.Admission != nil {

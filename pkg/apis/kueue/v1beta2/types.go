@@ -70,6 +70,9 @@ const (
 	WorkloadPodsReady = "PodsReady"
 	// WorkloadFinished, set by the job's controller: the job ended; its quota is released.
 	WorkloadFinished = "Finished"
+	// WorkloadDeactivationTarget: Kueue is about to deactivate the workload (spec.active
+	// false), for the reason and message it gives (an admission check rejected it, say).
+	WorkloadDeactivationTarget = "DeactivationTarget"
 )
 
 // +genclient
@@ -228,8 +231,10 @@ type TopologyAssignmentPodCounts struct {
 
 // AdmissionCheckState is one admission check's verdict.
 type AdmissionCheckState struct {
-	Name          string         `json:"name"`
-	State         string         `json:"state"`
+	Name  string `json:"name"`
+	State string `json:"state"`
+	// Message is the check's own word on its state (why it rejected the workload, say).
+	Message       string         `json:"message,omitempty"`
 	PodSetUpdates []PodSetUpdate `json:"podSetUpdates,omitempty"`
 }
 

@@ -53,7 +53,7 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 		return nil, err
 	}
 	if why := rejectedForManagedBy(job, wl); why != "" {
-		return nil, notForMultiKueue(q, why)
+		return nil, notForMultiKueue(job, q, why)
 	}
 	if !a.installed() {
 		return verdict(wl, s), nil

@@ -76,10 +76,11 @@ func (a *Admitter) cachedWorkload(namespace, name string) *kueue.Workload {
 // DeactivationTarget and Evicted conditions: "The owner is not managed by Kueue: Expecting
 // .spec.managedBy to be "kueue.x-k8s.io/multikueue" not """ (Kueue v0.16 to v0.19).
 
-// rejectedForManagedBy is Kueue's word on a Workload MultiKueue rejected for the job's lack
-// of spec.managedBy ("": none such, or the job names a controller).
+// rejectedForManagedBy is Kueue's word on a Workload MultiKueue rejected for the job's
+// spec.managedBy, empty or this controller's ("": none such, or another controller runs the
+// job).
 func rejectedForManagedBy(job engine.Job, wl *kueue.Workload) string {
-	if wl == nil || job.JobLifecycle().ManagedBy != "" {
+	if wl == nil || job.JobLifecycle().ManagedElsewhere() {
 		return ""
 	}
 	says := func(message string) bool {
@@ -98,12 +99,16 @@ func rejectedForManagedBy(job engine.Job, wl *kueue.Workload) string {
 	return ""
 }
 
-// notForMultiKueue is the failure of a job MultiKueue rejected for its lack of
-// spec.managedBy, in queue q; why is Kueue's word.
-func notForMultiKueue(q *request, why string) error {
+// notForMultiKueue is the failure of a job in queue q that MultiKueue rejected for its
+// spec.managedBy; why is Kueue's word.
+func notForMultiKueue(job engine.Job, q *request, why string) error {
+	has := "has no spec.managedBy"
+	if by := job.JobLifecycle().ManagedBy; by != "" {
+		has = fmt.Sprintf("has spec.managedBy: %s", by)
+	}
 	return &engine.InvalidSpecError{Message: fmt.Sprintf(
-		"LocalQueue %q runs its jobs on other clusters through Kueue's MultiKueue, which takes only jobs with spec.managedBy: %s, and this job has no spec.managedBy (it cannot be set once a job exists): it will never run. Create the job again with spec.managedBy: %s, or in a LocalQueue that runs jobs on this cluster. Kueue: %s",
-		q.localQueue, batch.MultiKueueControllerName, batch.MultiKueueControllerName, sentence(why))}
+		"LocalQueue %q runs its jobs on other clusters through Kueue's MultiKueue, which takes only jobs with spec.managedBy: %s, and this job %s (it cannot change once a job exists): it will never run. Create the job again with spec.managedBy: %s, or in a LocalQueue that runs jobs on this cluster. Kueue: %s",
+		q.localQueue, batch.MultiKueueControllerName, has, batch.MultiKueueControllerName, sentence(why))}
 }
 
 // deactivated reports whether Kueue deactivated the Workload (spec.active false): it admits it

@@ -340,7 +340,11 @@ func rejectedByMultiKueue(evicted bool) func(*kueue.Workload) {
 // its Workload is Finished, and nothing says it waits to be admitted again.
 func TestMultiKueueRejectsAJobWithoutManagedBy(t *testing.T) {
 	for _, evicted := range []bool{false, true} {
-		s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "mk"}), true, Config{}, flavors...)
+		job := queuedJob(map[string]string{kueue.LabelQueueName: "mk"})
+		if evicted { // this controller's name says the same as none
+			job.Spec.ManagedBy = batch.ControllerName
+		}
+		s := newQueueTest(t, job, true, Config{}, flavors...)
 		s.Step(t)
 		s.kueueDecides(t, rejectedByMultiKueue(evicted))
 		if evicted {

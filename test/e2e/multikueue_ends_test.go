@@ -95,7 +95,12 @@ func (l *jobLog) last() batch.JobStatus {
 // it exists.
 type workloadLog struct {
 	mu   sync.Mutex
-	seen []kueue.WorkloadStatus
+	seen []seenWorkload
+}
+
+type seenWorkload struct {
+	at     time.Time
+	status kueue.WorkloadStatus
 }
 
 func watchWorkload(t *testing.T, ns, name string) *workloadLog {
@@ -113,7 +118,7 @@ func watchWorkload(t *testing.T, ns, name string) *workloadLog {
 		for e := range w.ResultChan() {
 			if wl, ok := e.Object.(*kueue.Workload); ok && e.Type != watch.Deleted {
 				l.mu.Lock()
-				l.seen = append(l.seen, *wl.Status.DeepCopy())
+				l.seen = append(l.seen, seenWorkload{time.Now(), *wl.Status.DeepCopy()})
 				l.mu.Unlock()
 			}
 		}
@@ -121,16 +126,17 @@ func watchWorkload(t *testing.T, ns, name string) *workloadLog {
 	return l
 }
 
-// ever reports whether the Workload ever had the condition True, and the first such.
-func (l *workloadLog) ever(conditionType string) (*metav1.Condition, bool) {
+// ever reports whether the Workload ever had the condition True, the first such, and when
+// the test saw it.
+func (l *workloadLog) ever(conditionType string) (*metav1.Condition, time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, s := range l.seen {
-		if c := meta.FindStatusCondition(s.Conditions, conditionType); c != nil && c.Status == metav1.ConditionTrue {
-			return c, true
+		if c := meta.FindStatusCondition(s.status.Conditions, conditionType); c != nil && c.Status == metav1.ConditionTrue {
+			return c, s.at, true
 		}
 	}
-	return nil, false
+	return nil, time.Time{}, false
 }
 
 // TestMultiKueueShortTTL: a job MultiKueue runs with ttlSecondsAfterFinished 0 or 2 ends on
@@ -157,14 +163,21 @@ func TestMultiKueueShortTTL(t *testing.T) {
 			if end.Phase != batch.JobSucceeded || end.CompletionTime == nil {
 				t.Fatalf("the manager's job was deleted in phase %q (completionTime %v): want Succeeded, as its copy", end.Phase, end.CompletionTime)
 			}
-			finished, ok := wl.ever(kueue.WorkloadFinished)
+			finished, finishedAt, ok := wl.ever(kueue.WorkloadFinished)
 			if !ok {
 				t.Errorf("the manager's Workload was never Finished before the job was deleted")
 			} else if finished.Reason != "Succeeded" {
 				t.Errorf("the manager's Workload finished %s (%s), want Succeeded", finished.Reason, finished.Message)
 			}
 			after := gone.Sub(end.CompletionTime.Time)
-			t.Logf("the manager's job showed Succeeded and was deleted %.1fs after its completionTime (ttlSecondsAfterFinished %d)", after.Seconds(), ttl)
+			var copyDone time.Time
+			for _, c := range copies {
+				if at := c.first(batch.JobSucceeded); !at.IsZero() {
+					copyDone = at
+				}
+			}
+			t.Logf("deleted %.1fs after its completionTime (ttlSecondsAfterFinished %d, completionTime in whole seconds); after the copy said Succeeded: the manager's job Succeeded %.2fs, its Workload Finished %.2fs, the job deleted %.2fs",
+				after.Seconds(), ttl, manager.first(batch.JobSucceeded).Sub(copyDone).Seconds(), finishedAt.Sub(copyDone).Seconds(), gone.Sub(copyDone).Seconds())
 			if after < time.Duration(ttl)*time.Second {
 				t.Errorf("deleted %s after its completionTime, before its TTL of %ds", after.Round(100*time.Millisecond), ttl)
 			}
@@ -250,7 +263,11 @@ func TestMultiKueueWithoutManagedBy(t *testing.T) {
 		t.Errorf("Failed %s: %q; want InvalidSpec, naming spec.managedBy: %s", failed.Reason, failed.Message, batch.MultiKueueControllerName)
 	}
 	waitWorkloadFinished(t, client, ns, "genericjob-"+job.Name)
-	events := eventsOf(t, ns, job.Name)
+	var events string
+	waitFor(t, "the InvalidSpec event", 30*time.Second, func(context.Context) (bool, error) {
+		events = eventsOf(t, ns, job.Name)
+		return strings.Contains(events, "InvalidSpec: "), nil
+	})
 	t.Logf("events:\n%s", events)
 	for _, bad := range []string{"admitted again", "waits in LocalQueue"} {
 		if strings.Contains(events, bad) {

@@ -58,12 +58,16 @@ func checkLeastPrivilege(t *testing.T, sa kubernetes.Interface) {
 	if _, err := admin.AppsV1().Deployments("t9k-system").Create(ctx, deployment, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = admin.AppsV1().Deployments("t9k-system").Delete(context.Background(), deployment.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = admin.AppsV1().Deployments("t9k-system").Delete(context.Background(), deployment.Name, metav1.DeleteOptions{})
+	})
 	configMap := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "privilege-check", Namespace: "kube-system"}}
 	if _, err := admin.CoreV1().ConfigMaps("kube-system").Create(ctx, configMap, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = admin.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), configMap.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = admin.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), configMap.Name, metav1.DeleteOptions{})
+	})
 
 	refused := func(what string, err error, because string) {
 		t.Helper()

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -43,7 +44,7 @@ func newTASCluster(t *testing.T, racks map[string]int) *tasCluster {
 	useKueue(t)
 	c := &tasCluster{ns: namespace(t), racks: map[string][]string{}}
 	c.nodes = newGangNodes(t, c.ns)
-	for _, rack := range slicesSorted(racks) {
+	for _, rack := range slices.Sorted(maps.Keys(racks)) {
 		for range racks[rack] {
 			c.racks[rack] = append(c.racks[rack], c.nodes.addNode("4", map[string]string{tasRackKey: rack}))
 		}
@@ -69,15 +70,6 @@ spec:
   topologyName: %[1]s`, c.ns, tasRackKey, gangNodeKey))
 	queueOfFlavor(t, c.ns, c.ns, 100)
 	return c
-}
-
-func slicesSorted(m map[string]int) []string {
-	var keys []string
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // rackOf is the rack of a node of the test.

@@ -114,7 +114,7 @@ func (a *Admitter) admitted(wl *kueue.Workload) (map[string]podSetAdmission, err
 			continue
 		}
 		if assigned.TopologyAssignment != nil {
-			adm.topology = &topologyPlacement{podSet: assigned.Name, workload: wl.Name, assignment: assigned.TopologyAssignment}
+			adm.topology = &topologyPlacement{podSet: assigned.Name, workload: wl.Name}
 		}
 		for _, name := range slices.Sorted(maps.Values(assigned.Flavors)) {
 			flavor, err := a.flavors.Get(name)
@@ -151,11 +151,10 @@ type podSetAdmission struct {
 	topology *topologyPlacement
 }
 
-// topologyPlacement is a pod set's topology assignment, and the names the ungater finds its
-// pods by.
+// topologyPlacement is what the ungater finds the pods of a pod set placed by topology by: the
+// pod set's name and its Workload's.
 type topologyPlacement struct {
 	podSet, workload string
-	assignment       *kueue.TopologyAssignment
 }
 
 // applyTo adds the admission's settings to a pod; the admission's node selector wins over

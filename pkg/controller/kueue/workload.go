@@ -24,8 +24,9 @@ func WorkloadName(job engine.Job) string {
 func podSetName(replicaType string) string { return strings.ToLower(replicaType) }
 
 // workloadObject is the plan's Workload: a pod set per replica type, as many pods as it has
-// replicas, from the type's template, with its topology request (topology.go). What only a pod of a rank has (its name, its rank's
-// environment) does not change what it asks of the cluster.
+// replicas, from the type's template, with its topology request (topology.go). What only a
+// pod of a rank has (its name, its rank's environment) does not change what it asks of the
+// cluster.
 //
 // The priority is set when the Workload is made (current nil) and left out of its hash: from
 // then on Kueue owns it (it rewrites it when the class's value changes), as with its own

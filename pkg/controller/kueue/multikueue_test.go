@@ -97,18 +97,26 @@ func (s *queueTest) podsReady(t *testing.T, status metav1.ConditionStatus, reaso
 	}
 }
 
-// On the manager, the Workload of a job MultiKueue runs says PodsReady as the copied status
-// shows the replicas, as a local job's does from its pods: Kueue's waitForPodsReady on the
-// manager counts from the admission there, and would evict a job whose copy runs but whose
-// Workload never said so. A copy that lost a replica waits for its recovery; an admission
-// handed back starts afresh.
-func TestMultiKueueManagerSaysPodsReady(t *testing.T) {
+// admittedElsewhere is a job MultiKueue runs (spec.managedBy), its Workload admitted on the
+// manager.
+func admittedElsewhere(t *testing.T) *queueTest {
+	t.Helper()
 	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
 	job.Spec.ManagedBy = batch.MultiKueueControllerName
 	s := newQueueTest(t, job, true, Config{}, flavors...)
 	s.Step(t)
 	s.kueueDecides(t, admit)
 	s.Step(t)
+	return s
+}
+
+// On the manager, the Workload of a job MultiKueue runs says PodsReady as the copied status
+// shows the replicas, as a local job's does from its pods: Kueue's waitForPodsReady on the
+// manager counts from the admission there, and would evict a job whose copy runs but whose
+// Workload never said so. A copy that lost a replica waits for its recovery; an admission
+// handed back starts afresh.
+func TestMultiKueueManagerSaysPodsReady(t *testing.T) {
+	s := admittedElsewhere(t)
 	s.podsReady(t, metav1.ConditionFalse, "WaitForStart")
 	s.copyStatus(t, batch.ReplicaRunning, batch.ReplicaPending, batch.ReplicaRunning)
 	s.Step(t)
@@ -189,12 +197,7 @@ func testPrebuiltWorkloadIsAdopted(t *testing.T, job *batch.GenericJob) {
 // removes the copy), says it is paused once the Workload is gone, and on resume is queued
 // anew.
 func TestPausedMultiKueueJobSaysSo(t *testing.T) {
-	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
-	job.Spec.ManagedBy = batch.MultiKueueControllerName
-	s := newQueueTest(t, job, true, Config{}, flavors...)
-	s.Step(t)
-	s.kueueDecides(t, admit)
-	s.Step(t)
+	s := admittedElsewhere(t)
 	s.copyStarted(t)
 	s.editSpec(t, func(job *batch.GenericJob) { job.Spec.RunMode = &batch.RunMode{Pause: &batch.PauseMode{Enabled: true}} })
 	s.Step(t)
@@ -252,12 +255,7 @@ func (s *queueTest) exists(t *testing.T) bool {
 // the manager, the job waits for MultiKueue to finish its Workload (it copies the end first,
 // then finishes the Workload); a Workload that holds no quota holds nothing.
 func TestMultiKueueManagerTTLWaitsForTheWorkload(t *testing.T) {
-	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
-	job.Spec.ManagedBy = batch.MultiKueueControllerName
-	s := newQueueTest(t, job, true, Config{}, flavors...)
-	s.Step(t)
-	s.kueueDecides(t, admit)
-	s.Step(t)
+	s := admittedElsewhere(t)
 	s.succeeded(t, 0)
 	s.Step(t)
 	if !s.exists(t) {

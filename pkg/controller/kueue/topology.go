@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
@@ -23,12 +24,8 @@ import (
 // the pod's nodeSelector. The controller never writes a pod after it made it, so the
 // ungater's patch is nobody's to undo.
 
-// topologyAnnotations are the template annotations Kueue reads as a request for a placement.
-var topologyAnnotations = []string{
-	kueue.AnnotationRequiredTopology, kueue.AnnotationPreferredTopology, kueue.AnnotationUnconstrainedTopology,
-	kueue.AnnotationSliceRequiredTopology, kueue.AnnotationSliceSize, kueue.AnnotationSliceRequiredTopologyConstraints,
-	kueue.AnnotationPodSetGroupName,
-}
+// placementAnnotations ask for where a pod set goes; a template gives at most one of them.
+var placementAnnotations = []string{kueue.AnnotationRequiredTopology, kueue.AnnotationPreferredTopology, kueue.AnnotationUnconstrainedTopology}
 
 // topologyRequest is the topology request of a replica type's pod set, from its template's
 // annotations: what they ask for, and always the pod index label. An annotation Kueue would
@@ -40,7 +37,7 @@ func topologyRequest(replicaType string, count int32, annotations map[string]str
 	index := batch.LabelReplicaIndex
 	r := &kueue.PodSetTopologyRequest{PodIndexLabel: &index}
 	var asked []string
-	for _, key := range []string{kueue.AnnotationRequiredTopology, kueue.AnnotationPreferredTopology, kueue.AnnotationUnconstrainedTopology} {
+	for _, key := range placementAnnotations {
 		value, ok := annotations[key]
 		if !ok {
 			continue
@@ -107,7 +104,7 @@ func topologyRequest(replicaType string, count int32, annotations map[string]str
 // its pods by (required, preferred or unconstrained); a pod placed by an implicit or a
 // slice-only request is marked unconstrained, as Kueue's integrations mark theirs.
 func asksForTopology(annotations map[string]string) bool {
-	for _, key := range []string{kueue.AnnotationRequiredTopology, kueue.AnnotationPreferredTopology, kueue.AnnotationUnconstrainedTopology} {
+	for _, key := range placementAnnotations {
 		if _, ok := annotations[key]; ok {
 			return true
 		}
@@ -149,7 +146,7 @@ func domains(ta *kueue.TopologyAssignment) []domain {
 				case v.Universal != nil:
 					d.values[l] = *v.Universal
 				case v.Individual != nil && i < len(v.Individual.Roots):
-					d.values[l] = deref(v.Individual.Prefix) + v.Individual.Roots[i] + deref(v.Individual.Suffix)
+					d.values[l] = ptr.Deref(v.Individual.Prefix, "") + v.Individual.Roots[i] + ptr.Deref(v.Individual.Suffix, "")
 				}
 			}
 			switch {
@@ -182,11 +179,4 @@ func placement(ta *kueue.TopologyAssignment) string {
 		parts = append(parts, fmt.Sprintf("%s (%d)", d.values[len(d.values)-1], d.count))
 	}
 	return ta.Levels[len(ta.Levels)-1] + ": " + strings.Join(parts, ", ")
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

@@ -34,7 +34,7 @@ func TestFakeClientsetApply(t *testing.T) {
 	}
 	status := batchac.GenericJob("demo", "ns").WithStatus(batchac.JobStatus().
 		WithPhase(batchv1beta1.JobRunning).
-		WithConditions(batchac.JobCondition().WithType(batchv1beta1.JobInitialized).WithStatus(corev1.ConditionTrue).WithReason("-")))
+		WithConditions(batchac.JobCondition().WithType(batchv1beta1.JobConditionInitialized).WithStatus(corev1.ConditionTrue).WithReason("-")))
 	if _, err := client.BatchV1beta1().GenericJobs("ns").ApplyStatus(ctx, status, metav1.ApplyOptions{FieldManager: "controller"}); err != nil {
 		t.Fatalf("apply status: %v", err)
 	}
@@ -46,7 +46,7 @@ func TestFakeClientsetApply(t *testing.T) {
 	if r.Type != "worker" || *r.Replicas != 2 || r.Template.Labels["team"] != "a" || r.Template.Spec.Containers[0].Image != "busybox" {
 		t.Errorf("spec after apply: %+v", r)
 	}
-	if got.Status.Phase != batchv1beta1.JobRunning || len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Type != batchv1beta1.JobInitialized {
+	if got.Status.Phase != batchv1beta1.JobRunning || len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Type != batchv1beta1.JobConditionInitialized {
 		t.Errorf("status after apply: %+v", got.Status)
 	}
 }

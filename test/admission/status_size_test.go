@@ -233,10 +233,10 @@ func largestJob(replicas, nTypes int, entry func(name string, i int) batch.Repli
 		message string
 	}
 	conditions := []condition{
-		{batch.JobInitialized, corev1.ConditionTrue, "-", "The job has been initialized successfully."},
+		{batch.JobConditionInitialized, corev1.ConditionTrue, "-", "The job has been initialized successfully."},
 		{batch.JobConditionRunning, corev1.ConditionTrue, "-", "All pods are running normally."},
-		{batch.JobReplicaFailure, corev1.ConditionFalse, "-", "All pods are running normally."},
-		{batch.JobCompleted, corev1.ConditionFalse, "-", "The job has not finished."},
+		{batch.JobConditionReplicaFailure, corev1.ConditionFalse, "-", "All pods are running normally."},
+		{batch.JobConditionCompleted, corev1.ConditionFalse, "-", "The job has not finished."},
 		{batch.JobConditionFailed, corev1.ConditionFalse, "-", "The job has not failed."},
 		{batch.JobConditionPaused, corev1.ConditionFalse, "-", "The job is not paused."},
 	}
@@ -245,8 +245,8 @@ func largestJob(replicas, nTypes int, entry func(name string, i int) batch.Repli
 		outcome := fmt.Sprintf("The job is failed: replica %s-%s-%d failed with exit code %d and has no restart left.", name, typeName(0), count(0)-1, worstExitCode)
 		conditions[1] = condition{batch.JobConditionRunning, corev1.ConditionFalse, "Failed", outcome}
 		// The engine names every failed replica with its exit code.
-		conditions[2] = condition{batch.JobReplicaFailure, corev1.ConditionTrue, "ReplicaFailed", "Failed replicas: " + strings.Join(failed, ", ") + "."}
-		conditions[3] = condition{batch.JobCompleted, corev1.ConditionFalse, "Failed", outcome}
+		conditions[2] = condition{batch.JobConditionReplicaFailure, corev1.ConditionTrue, "ReplicaFailed", "Failed replicas: " + strings.Join(failed, ", ") + "."}
+		conditions[3] = condition{batch.JobConditionCompleted, corev1.ConditionFalse, "Failed", outcome}
 		conditions[4] = condition{batch.JobConditionFailed, corev1.ConditionTrue, "Failed", outcome}
 		s.Phase, s.Aggregate.Running, s.Aggregate.Failed = batch.JobFailed, 0, int32(len(failed))
 	}

@@ -254,7 +254,7 @@ func TestTypedClient(t *testing.T) {
 			return err
 		}
 		latest.Status.Phase = batchv1beta1.JobRunning
-		latest.Status.Conditions = []batchv1beta1.JobCondition{{Type: batchv1beta1.JobInitialized, Status: corev1.ConditionTrue, Reason: "-", Message: "The job has been initialized successfully."}}
+		latest.Status.Conditions = []batchv1beta1.JobCondition{{Type: batchv1beta1.JobConditionInitialized, Status: corev1.ConditionTrue, Reason: "-", Message: "The job has been initialized successfully."}}
 		latest.Spec.CleanUpPolicy = batchv1beta1.CleanUpAll // must be ignored by the status subresource
 		updated, err = client.UpdateStatus(ctx, latest, metav1.UpdateOptions{})
 		return err

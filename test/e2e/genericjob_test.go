@@ -111,7 +111,7 @@ func TestGenericExample(t *testing.T) {
 		condition batch.JobConditionType
 		message   string
 	}{
-		{0, batch.JobSucceeded, batch.JobCompleted, `The job has finished successfully with rule: {"worker": [0]}`},
+		{0, batch.JobSucceeded, batch.JobConditionCompleted, `The job has finished successfully with rule: {"worker": [0]}`},
 		{1, batch.JobFailed, batch.JobConditionFailed, `The job is failed with rule: {"worker": [0]}`},
 	} {
 		t.Run(fmt.Sprintf("exit code %d", tc.exitCode), func(t *testing.T) {
@@ -120,8 +120,8 @@ func TestGenericExample(t *testing.T) {
 			exits(&job.Spec.ReplicaSpecs[0], tc.exitCode, "2s")
 			createJob(t, ns, job)
 			running := waitJob(t, ns, job.Name, "running 4 replicas", func(j *batch.GenericJob) bool { return j.Status.Aggregate.Running == 4 })
-			if running.Status.Phase != batch.JobRunning || conditionOf(running, batch.JobInitialized).Status != corev1.ConditionTrue {
-				t.Errorf("while running: phase %s, Initialized %+v", running.Status.Phase, conditionOf(running, batch.JobInitialized))
+			if running.Status.Phase != batch.JobRunning || conditionOf(running, batch.JobConditionInitialized).Status != corev1.ConditionTrue {
+				t.Errorf("while running: phase %s, Initialized %+v", running.Status.Phase, conditionOf(running, batch.JobConditionInitialized))
 			}
 			done := waitJob(t, ns, job.Name, "ended", func(j *batch.GenericJob) bool {
 				return j.Status.Phase == batch.JobSucceeded || j.Status.Phase == batch.JobFailed
@@ -221,7 +221,7 @@ func TestSuccessAndFailureRules(t *testing.T) {
 	}}
 	createJob(t, ns, job)
 	done := waitJob(t, ns, job.Name, "succeeded", inPhase(batch.JobSucceeded))
-	if c := conditionOf(done, batch.JobCompleted); c.Message != `The job has finished successfully with rule: {"master": [0]}` {
+	if c := conditionOf(done, batch.JobConditionCompleted); c.Message != `The job has finished successfully with rule: {"master": [0]}` {
 		t.Errorf("Completed %+v", c)
 	}
 }
@@ -289,7 +289,7 @@ func TestDebugMode(t *testing.T) {
 	if got := pod.Spec.Containers[0].Command; strings.Join(got, " ") != "sleep inf" {
 		t.Errorf("debug command %v, want sleep inf", got)
 	}
-	if j := getJob(t, ns, job.Name); j.Status.Phase != batch.JobRunning || conditionOf(j, batch.JobCompleted).Status == corev1.ConditionTrue {
+	if j := getJob(t, ns, job.Name); j.Status.Phase != batch.JobRunning || conditionOf(j, batch.JobConditionCompleted).Status == corev1.ConditionTrue {
 		t.Errorf("a debug job ended: phase %s", j.Status.Phase)
 	}
 }

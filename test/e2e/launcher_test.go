@@ -64,7 +64,7 @@ func TestMPIExample(t *testing.T) {
 		cond    batch.JobConditionType
 		message string
 	}{
-		{"0", batch.JobSucceeded, batch.JobCompleted, "The job has ended: mpirun exited with code 0."},
+		{"0", batch.JobSucceeded, batch.JobConditionCompleted, "The job has ended: mpirun exited with code 0."},
 		{"1", batch.JobFailed, batch.JobConditionFailed, "The job exited with an error code: mpi-example-launcher failed with exit code 1."},
 	} {
 		t.Run("launcher exits "+tc.code, func(t *testing.T) {
@@ -104,7 +104,7 @@ func TestColossalAIExample(t *testing.T) {
 		phase batch.JobPhase
 		cond  batch.JobConditionType
 	}{
-		{"0", batch.JobSucceeded, batch.JobCompleted},
+		{"0", batch.JobSucceeded, batch.JobConditionCompleted},
 		{"1", batch.JobFailed, batch.JobConditionFailed},
 	} {
 		t.Run("launcher exits "+tc.code, func(t *testing.T) {

@@ -65,7 +65,7 @@ func TestTensorFlowExample(t *testing.T) {
 		return true, nil
 	})
 	s := waitStatus(t, "success", tfStatus(ns, job.Name), func(s *batch.JobStatus) bool { return s.Phase == batch.JobSucceeded })
-	if c := conditionIn(s, batch.JobCompleted); !strings.Contains(c.Message, "tensorflow-example-worker-0 succeeded") {
+	if c := conditionIn(s, batch.JobConditionCompleted); !strings.Contains(c.Message, "tensorflow-example-worker-0 succeeded") {
 		t.Errorf("Completed %+v", c)
 	}
 }

@@ -36,7 +36,7 @@ func TestEndingSyncRestartsNothing(t *testing.T) {
 		Judge:   allSucceed,
 	}
 	status := batch.JobStatus{Phase: batch.JobRunning,
-		Conditions: []batch.JobCondition{{Type: batch.JobInitialized, Status: corev1.ConditionTrue}},
+		Conditions: []batch.JobCondition{{Type: batch.JobConditionInitialized, Status: corev1.ConditionTrue}},
 		Tasks: []batch.TaskStatus{
 			{Type: "a", Replicas: []batch.ReplicaStatus{replicaStatus("job-a-0", "a0", batch.ReplicaRunning, 0)}},
 			{Type: "b", Replicas: []batch.ReplicaStatus{replicaStatus("job-b-0", "b0", batch.ReplicaRunning, 0), replicaStatus("job-b-1", "b1", batch.ReplicaRunning, 0)}},
@@ -87,7 +87,7 @@ func TestEndingSyncTakesBackUnfinishedRestart(t *testing.T) {
 		LastTermination: &batch.ReplicaTermination{UID: "b0", Phase: batch.ReplicaFailed, Node: "node-2",
 			Containers: []batch.ContainerStatus{{Name: "main", State: batch.ContainerTerminated, ExitCode: &code, Reason: "OOMKilled"}}}}
 	status := batch.JobStatus{Phase: batch.JobRunning,
-		Conditions: []batch.JobCondition{{Type: batch.JobInitialized, Status: corev1.ConditionTrue}},
+		Conditions: []batch.JobCondition{{Type: batch.JobConditionInitialized, Status: corev1.ConditionTrue}},
 		Tasks: []batch.TaskStatus{
 			{Type: "a", Replicas: []batch.ReplicaStatus{replicaStatus("job-a-0", "a0", batch.ReplicaRunning, 0)}},
 			{Type: "b", RestartCount: 2, Replicas: []batch.ReplicaStatus{restarting}},
@@ -184,8 +184,8 @@ func TestForensicsSurvivePodDeletion(t *testing.T) {
 		if r := replicaOf(second.Status, "job-worker-1"); r.Phase != batch.ReplicaDeleted || r.Node != "node-8" || len(r.Containers) != 1 {
 			t.Errorf("deleted running replica after clean-up: %+v, want its node and containers kept", r)
 		}
-		if !strings.Contains(second.Status.Condition(batch.JobReplicaFailure).Message, "job-worker-0 with exit code 137") {
-			t.Errorf("ReplicaFailure = %+v", second.Status.Condition(batch.JobReplicaFailure))
+		if !strings.Contains(second.Status.Condition(batch.JobConditionReplicaFailure).Message, "job-worker-0 with exit code 137") {
+			t.Errorf("ReplicaFailure = %+v", second.Status.Condition(batch.JobConditionReplicaFailure))
 		}
 	})
 	t.Run("restart", func(t *testing.T) {

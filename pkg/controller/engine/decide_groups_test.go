@@ -60,7 +60,7 @@ func TestLauncherWaitsForReadyWorkers(t *testing.T) {
 	if len(second.CreatePods) != 0 || len(second.CreateObjects) != 0 || len(second.DeleteObjects) != 0 {
 		t.Errorf("one worker not ready: created %v, objects %v, deleted services %v", names(second.CreatePods), second.CreateObjects, names(second.DeleteObjects))
 	}
-	c := second.Status.Condition(batch.JobInitialized)
+	c := second.Status.Condition(batch.JobConditionInitialized)
 	if c.Status != corev1.ConditionFalse || c.Reason != "Waiting" || !strings.Contains(c.Message, "launcher is created once every worker is ready: 1 of 2 ready") {
 		t.Errorf("Initialized = %+v: want the wait explained", c)
 	}

@@ -80,7 +80,7 @@ func statusWith(phase batch.JobPhase, replicas ...batch.ReplicaStatus) batch.Job
 		s.Tasks[0].RestartCount += r.RestartCount
 	}
 	if phase != "" {
-		s.Conditions = []batch.JobCondition{{Type: batch.JobInitialized, Status: corev1.ConditionTrue}}
+		s.Conditions = []batch.JobCondition{{Type: batch.JobConditionInitialized, Status: corev1.ConditionTrue}}
 	}
 	return s
 }
@@ -126,7 +126,7 @@ func TestDecide(t *testing.T) {
 				if d.Status.Phase != batch.JobPending || d.Status.Aggregate.Creating != 3 {
 					t.Errorf("phase %s, aggregate %+v", d.Status.Phase, d.Status.Aggregate)
 				}
-				if c := d.Status.Condition(batch.JobInitialized); c.Status != corev1.ConditionFalse {
+				if c := d.Status.Condition(batch.JobConditionInitialized); c.Status != corev1.ConditionFalse {
 					t.Errorf("Initialized = %+v before the pods exist", c)
 				}
 				if len(d.Status.Conditions) != 6 {
@@ -145,7 +145,7 @@ func TestDecide(t *testing.T) {
 				if d.Status.Phase != batch.JobRunning || d.Status.Condition(batch.JobConditionRunning).Status != corev1.ConditionTrue {
 					t.Errorf("phase %s, Running %+v", d.Status.Phase, d.Status.Condition(batch.JobConditionRunning))
 				}
-				if c := d.Status.Condition(batch.JobInitialized); c.Status != corev1.ConditionTrue || c.Message != msgInitialized {
+				if c := d.Status.Condition(batch.JobConditionInitialized); c.Status != corev1.ConditionTrue || c.Message != msgInitialized {
 					t.Errorf("Initialized = %+v", c)
 				}
 				if r := replicaOf(d.Status, "job-worker-1"); r.UID != "uid-1" || r.Phase != batch.ReplicaRunning || len(r.Containers) != 1 || r.Containers[0].State != batch.ContainerRunning {
@@ -216,10 +216,10 @@ func TestDecide(t *testing.T) {
 				if c := d.Status.Condition(batch.JobConditionFailed); c.Status != corev1.ConditionTrue || c.Message != "failed" {
 					t.Errorf("Failed = %+v", c)
 				}
-				if c := d.Status.Condition(batch.JobCompleted); c.Status != corev1.ConditionFalse || c.Reason != "Failed" || c.Message != "failed" {
+				if c := d.Status.Condition(batch.JobConditionCompleted); c.Status != corev1.ConditionFalse || c.Reason != "Failed" || c.Message != "failed" {
 					t.Errorf("Completed = %+v: want False with the failure's reason and message", c)
 				}
-				if c := d.Status.Condition(batch.JobReplicaFailure); c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "job-worker-1 with exit code 1") {
+				if c := d.Status.Condition(batch.JobConditionReplicaFailure); c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "job-worker-1 with exit code 1") {
 					t.Errorf("ReplicaFailure = %+v", c)
 				}
 			},
@@ -322,7 +322,7 @@ func TestDecide(t *testing.T) {
 				if len(d.DeletePods) != 2 || len(d.DeleteObjects) != 2 || len(d.CreateObjects) != 0 {
 					t.Errorf("deleted pods %v services %v", names(d.DeletePods), names(d.DeleteObjects))
 				}
-				if c := d.Status.Condition(batch.JobCompleted); c.Status != corev1.ConditionTrue || c.Reason != "Succeeded" {
+				if c := d.Status.Condition(batch.JobConditionCompleted); c.Status != corev1.ConditionTrue || c.Reason != "Succeeded" {
 					t.Errorf("Completed = %+v", c)
 				}
 			},
@@ -359,7 +359,7 @@ func TestDecide(t *testing.T) {
 			plan: Plan{Groups: []Group{workers(2, batch.RestartOnFailure, nil)}, CleanUp: batch.CleanUpUnfinished, Judge: allSucceed},
 			status: func() batch.JobStatus {
 				s := statusWith(batch.JobSucceeded, replicaStatus("job-worker-0", "uid-0", batch.ReplicaSucceeded, 0), replicaStatus("job-worker-1", "uid-1", batch.ReplicaRunning, 0))
-				s.Conditions = append(s.Conditions, batch.JobCondition{Type: batch.JobCompleted, Status: corev1.ConditionTrue, Reason: "Succeeded", Message: "rule"})
+				s.Conditions = append(s.Conditions, batch.JobCondition{Type: batch.JobConditionCompleted, Status: corev1.ConditionTrue, Reason: "Succeeded", Message: "rule"})
 				return s
 			}(),
 			pods: []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodSucceeded, 0)},
@@ -370,7 +370,7 @@ func TestDecide(t *testing.T) {
 				if r := replicaOf(d.Status, "job-worker-1"); r.Phase != batch.ReplicaDeleted {
 					t.Errorf("cleaned-up replica: %+v, want Deleted", r)
 				}
-				if c := d.Status.Condition(batch.JobCompleted); c.Message != "rule" {
+				if c := d.Status.Condition(batch.JobConditionCompleted); c.Message != "rule" {
 					t.Errorf("Completed = %+v, want the outcome kept", c)
 				}
 			},
@@ -525,10 +525,10 @@ func TestConditionTimesHold(t *testing.T) {
 	}
 	pods[0] = pod("job-worker-0", "uid-0", corev1.PodSucceeded, 0)
 	third := Decide(testJob(*second.Status), plan, Children{Pods: pods}, nil, now.Add(2*time.Minute))
-	if got := third.Status.Condition(batch.JobCompleted).LastTransitionTime.Time; !got.Equal(now.Add(2 * time.Minute)) {
+	if got := third.Status.Condition(batch.JobConditionCompleted).LastTransitionTime.Time; !got.Equal(now.Add(2 * time.Minute)) {
 		t.Errorf("Completed flipped at %s, want the time of the flip", got)
 	}
-	if got := third.Status.Condition(batch.JobInitialized).LastTransitionTime.Time; !got.Equal(now) {
+	if got := third.Status.Condition(batch.JobConditionInitialized).LastTransitionTime.Time; !got.Equal(now) {
 		t.Errorf("Initialized moved to %s though it held", got)
 	}
 }

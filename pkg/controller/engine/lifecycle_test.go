@@ -53,7 +53,7 @@ func TestCompletionTimeSetOnceAndKept(t *testing.T) {
 
 func TestTTLLeft(t *testing.T) {
 	job := testJob(batch.JobStatus{Phase: batch.JobSucceeded, CompletionTime: ptr.To(metav1.NewTime(now)),
-		Conditions: []batch.JobCondition{{Type: batch.JobCompleted, Status: corev1.ConditionTrue}}})
+		Conditions: []batch.JobCondition{{Type: batch.JobConditionCompleted, Status: corev1.ConditionTrue}}})
 	if _, ok := ttlLeft(job, now); ok {
 		t.Errorf("a job without ttlSecondsAfterFinished has a TTL")
 	}
@@ -128,7 +128,7 @@ func TestDisruptedPodIsReplacedNotCounted(t *testing.T) {
 	if strings.Join(names(d.DeletePods), ",") != "job-worker-0" || strings.Join(d.Disrupted, ",") != "job-worker-0" || len(d.Restarted) != 0 {
 		t.Errorf("deleted %v, disrupted %v, restarted %v: want the pod deleted as a disruption", names(d.DeletePods), d.Disrupted, d.Restarted)
 	}
-	if c := d.Status.Condition(batch.JobReplicaFailure); c.Status == corev1.ConditionTrue {
+	if c := d.Status.Condition(batch.JobConditionReplicaFailure); c.Status == corev1.ConditionTrue {
 		t.Errorf("ReplicaFailure is True for a disruption: %+v", c)
 	}
 

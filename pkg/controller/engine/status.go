@@ -37,16 +37,16 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused boo
 		setCondition(&s.Conditions, t, status, reason, message, now)
 	}
 	created, total, running := counts(s.Tasks)
-	initialized := old.ConditionTrue(batch.JobInitialized) || (total > 0 && created == total)
+	initialized := old.ConditionTrue(batch.JobConditionInitialized) || (total > 0 && created == total)
 	switch {
 	case initialized:
-		set(batch.JobInitialized, true, "-", msgInitialized)
+		set(batch.JobConditionInitialized, true, "-", msgInitialized)
 	case unadmitted != nil:
-		set(batch.JobInitialized, false, unadmitted.Reason, unadmitted.Message)
+		set(batch.JobConditionInitialized, false, unadmitted.Reason, unadmitted.Message)
 	case waiting != "":
-		set(batch.JobInitialized, false, "Waiting", waiting)
+		set(batch.JobConditionInitialized, false, "Waiting", waiting)
 	default:
-		set(batch.JobInitialized, false, "Creating", fmt.Sprintf("%d of %d replicas created.", created, total))
+		set(batch.JobConditionInitialized, false, "Creating", fmt.Sprintf("%d of %d replicas created.", created, total))
 	}
 
 	if outcome != nil {
@@ -54,19 +54,19 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused boo
 	}
 	switch {
 	case len(failed) > 0:
-		set(batch.JobReplicaFailure, true, "ReplicaFailed", "Failed replicas: "+Listed(failed, 10)+".")
+		set(batch.JobConditionReplicaFailure, true, "ReplicaFailed", "Failed replicas: "+Listed(failed, 10)+".")
 	case len(pods) == 0 && !Finished(old):
 		// A job that waits with no pod (queued, held, not yet created) has no news of pods.
-		set(batch.JobReplicaFailure, false, "-", msgNoFailure)
+		set(batch.JobConditionReplicaFailure, false, "-", msgNoFailure)
 	default:
-		set(batch.JobReplicaFailure, false, "-", msgRunning)
+		set(batch.JobConditionReplicaFailure, false, "-", msgRunning)
 	}
 
 	// An ending, decided now or in an earlier sync, is final: its conditions stay as they are.
 	switch {
 	case Finished(s):
 		s.Phase = batch.JobFailed
-		if s.ConditionTrue(batch.JobCompleted) {
+		if s.ConditionTrue(batch.JobConditionCompleted) {
 			s.Phase = batch.JobSucceeded
 		}
 		if !hasCondition(s, batch.JobConditionPaused) {
@@ -81,7 +81,7 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused boo
 		} else {
 			set(batch.JobConditionPaused, true, "Pausing", fmt.Sprintf("The job is paused: %d replicas are being deleted.", left))
 		}
-		set(batch.JobCompleted, false, "-", "The job has not finished.")
+		set(batch.JobConditionCompleted, false, "-", "The job has not finished.")
 		set(batch.JobConditionFailed, false, "-", "The job has not failed.")
 	case unadmitted != nil:
 		s.Phase = batch.JobPending
@@ -90,7 +90,7 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused boo
 			message += fmt.Sprintf(" %d replicas are being deleted.", left)
 		}
 		set(batch.JobConditionRunning, false, unadmitted.Reason, message)
-		set(batch.JobCompleted, false, "-", "The job has not finished.")
+		set(batch.JobConditionCompleted, false, "-", "The job has not finished.")
 		set(batch.JobConditionFailed, false, "-", "The job has not failed.")
 		setResumed(set, resumed)
 	default:
@@ -113,7 +113,7 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused boo
 		default:
 			set(batch.JobConditionRunning, false, string(s.Phase), runningWith(running, total, nil))
 		}
-		set(batch.JobCompleted, false, "-", "The job has not finished.")
+		set(batch.JobConditionCompleted, false, "-", "The job has not finished.")
 		set(batch.JobConditionFailed, false, "-", "The job has not failed.")
 		setResumed(set, resumed)
 	}
@@ -172,7 +172,7 @@ func endWith(set func(batch.JobConditionType, bool, string, string), o *Outcome)
 		if reason == "" {
 			reason = "Succeeded"
 		}
-		set(batch.JobCompleted, true, reason, o.Message)
+		set(batch.JobConditionCompleted, true, reason, o.Message)
 		set(batch.JobConditionFailed, false, reason, o.Message)
 		set(batch.JobConditionRunning, false, reason, o.Message)
 		return
@@ -181,7 +181,7 @@ func endWith(set func(batch.JobConditionType, bool, string, string), o *Outcome)
 		reason = "Failed"
 	}
 	set(batch.JobConditionFailed, true, reason, o.Message)
-	set(batch.JobCompleted, false, reason, o.Message)
+	set(batch.JobConditionCompleted, false, reason, o.Message)
 	set(batch.JobConditionRunning, false, reason, o.Message)
 }
 
@@ -195,12 +195,12 @@ func FailedStatus(job Job, reason, message string, now time.Time) *batch.JobStat
 	set := func(t batch.JobConditionType, status bool, r, m string) {
 		setCondition(&s.Conditions, t, status, r, m, now)
 	}
-	if !hasCondition(old, batch.JobInitialized) {
-		set(batch.JobInitialized, false, reason, message)
+	if !hasCondition(old, batch.JobConditionInitialized) {
+		set(batch.JobConditionInitialized, false, reason, message)
 	}
 	endWith(set, &Outcome{Reason: reason, Message: message})
-	if !hasCondition(old, batch.JobReplicaFailure) {
-		set(batch.JobReplicaFailure, false, "-", msgNoFailure)
+	if !hasCondition(old, batch.JobConditionReplicaFailure) {
+		set(batch.JobConditionReplicaFailure, false, "-", msgNoFailure)
 	}
 	if !hasCondition(old, batch.JobConditionPaused) {
 		set(batch.JobConditionPaused, false, "-", "The job is not paused.")
@@ -270,8 +270,8 @@ func setCondition(conds *[]batch.JobCondition, t batch.JobConditionType, status 
 }
 
 var conditionOrder = map[batch.JobConditionType]int{
-	batch.JobInitialized: 0, batch.JobConditionRunning: 1, batch.JobReplicaFailure: 2,
-	batch.JobCompleted: 3, batch.JobConditionFailed: 4, batch.JobConditionPaused: 5,
+	batch.JobConditionInitialized: 0, batch.JobConditionRunning: 1, batch.JobConditionReplicaFailure: 2,
+	batch.JobConditionCompleted: 3, batch.JobConditionFailed: 4, batch.JobConditionPaused: 5,
 }
 
 func sortConditions(conds []batch.JobCondition) {
@@ -304,7 +304,7 @@ func conditionOf(s *batch.JobStatus, t batch.JobConditionType) batch.JobConditio
 
 // EndMessage is what an ended job's Failed or Completed condition says ("" before the end).
 func EndMessage(s *batch.JobStatus) string {
-	for _, t := range []batch.JobConditionType{batch.JobConditionFailed, batch.JobCompleted} {
+	for _, t := range []batch.JobConditionType{batch.JobConditionFailed, batch.JobConditionCompleted} {
 		if c := s.Condition(t); c.Status == corev1.ConditionTrue {
 			return c.Message
 		}
@@ -322,7 +322,7 @@ func completionTime(old, s *batch.JobStatus) *metav1.Time {
 	case !Finished(s):
 		return nil
 	}
-	for _, t := range []batch.JobConditionType{batch.JobCompleted, batch.JobConditionFailed} {
+	for _, t := range []batch.JobConditionType{batch.JobConditionCompleted, batch.JobConditionFailed} {
 		if c := s.Condition(t); c.Status == corev1.ConditionTrue {
 			at := c.LastTransitionTime
 			return &at

@@ -16,7 +16,7 @@ import (
 func finishedJob(completed time.Time, ttl int32) *batch.GenericJob {
 	job := testJob(batch.JobStatus{Phase: batch.JobSucceeded, CompletionTime: ptr.To(metav1.NewTime(completed)),
 		Tasks:      []batch.TaskStatus{{Type: "worker", Replicas: []batch.ReplicaStatus{replicaStatus("job-worker-0", "w0", batch.ReplicaSucceeded, 0)}}},
-		Conditions: []batch.JobCondition{{Type: batch.JobCompleted, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(completed)}}})
+		Conditions: []batch.JobCondition{{Type: batch.JobConditionCompleted, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(completed)}}})
 	job.Spec.TTLSecondsAfterFinished = ptr.To(ttl)
 	job.ResourceVersion = "7"
 	return job

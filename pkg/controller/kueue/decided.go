@@ -132,7 +132,7 @@ func firstStart(r engine.Report) bool {
 		return false
 	}
 	for _, c := range r.Decision.Status.Conditions {
-		if c.Type == batch.JobInitialized && c.Status == corev1.ConditionTrue {
+		if c.Type == batch.JobConditionInitialized && c.Status == corev1.ConditionTrue {
 			return false
 		}
 	}

@@ -182,7 +182,7 @@ func TestQueuedJobWaitsForAdmission(t *testing.T) {
 	if len(s.Pods(t)) != 0 {
 		t.Fatal("pods were created for a job Kueue has not admitted")
 	}
-	if c := conditionOf(&job.Status, batch.JobReplicaFailure); c.Status != corev1.ConditionFalse || c.Message != "No replica has failed." {
+	if c := conditionOf(&job.Status, batch.JobConditionReplicaFailure); c.Status != corev1.ConditionFalse || c.Message != "No replica has failed." {
 		t.Errorf("ReplicaFailure of a job with no pod: %+v, want False, \"No replica has failed.\" (it has no news of pods)", c)
 	}
 

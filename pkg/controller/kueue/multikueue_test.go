@@ -228,7 +228,7 @@ func (s *queueTest) succeeded(t *testing.T, ttl int32) {
 	}
 	ended := metav1.NewTime(now.Add(-time.Hour))
 	job.Status = batch.JobStatus{Phase: batch.JobSucceeded, StartTime: &ended, CompletionTime: &ended,
-		Conditions: []batch.JobCondition{{Type: batch.JobCompleted, Status: corev1.ConditionTrue, Reason: "Succeeded", LastTransitionTime: ended}},
+		Conditions: []batch.JobCondition{{Type: batch.JobConditionCompleted, Status: corev1.ConditionTrue, Reason: "Succeeded", LastTransitionTime: ended}},
 		Tasks:      []batch.TaskStatus{{Type: "worker", Replicas: []batch.ReplicaStatus{{Name: "job-worker-0", Phase: batch.ReplicaSucceeded}}}}}
 	if _, err := s.Jobs.BatchV1beta1().GenericJobs("ns").UpdateStatus(context.Background(), job, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

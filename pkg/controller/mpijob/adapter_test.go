@@ -96,7 +96,7 @@ func TestSeedExample(t *testing.T) {
 	h := start(t, seed(t))
 	h.workersReady(t, 5, 4)
 	h.WaitFor(t, "the wait in the Initialized condition", func(context.Context) bool {
-		c := h.condition(t, batch.JobInitialized)
+		c := h.condition(t, batch.JobConditionInitialized)
 		return c.Reason == "Waiting" && strings.Contains(c.Message, "4 of 5 ready")
 	})
 	if _, err := h.Kube.CoreV1().Pods(ns).Get(context.Background(), "mpi-example-launcher", metav1.GetOptions{}); err == nil {
@@ -132,7 +132,7 @@ func TestOutcomes(t *testing.T) {
 		conditionT batch.JobConditionType
 		message    string
 	}{
-		{"launcher exits 0", 0, batch.JobSucceeded, batch.JobCompleted, SucceededMessage},
+		{"launcher exits 0", 0, batch.JobSucceeded, batch.JobConditionCompleted, SucceededMessage},
 		{"launcher exits 1", 1, batch.JobFailed, batch.JobConditionFailed, "The job exited with an error code: mpi-example-launcher failed with exit code 1."},
 	}
 	for _, tc := range cases {

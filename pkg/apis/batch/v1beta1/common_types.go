@@ -162,14 +162,14 @@ const (
 type JobConditionType string
 
 const (
-	// JobInitialized: every child object of the job has been created.
-	JobInitialized JobConditionType = "Initialized"
+	// JobConditionInitialized: every child object of the job has been created.
+	JobConditionInitialized JobConditionType = "Initialized"
 	// JobConditionRunning: the job has started to run.
 	JobConditionRunning JobConditionType = "Running"
-	// JobReplicaFailure: one or more replicas have failed.
-	JobReplicaFailure JobConditionType = "ReplicaFailure"
-	// JobCompleted: the job has finished successfully (for MPIJob and ColossalAIJob: ended).
-	JobCompleted JobConditionType = "Completed"
+	// JobConditionReplicaFailure: one or more replicas have failed.
+	JobConditionReplicaFailure JobConditionType = "ReplicaFailure"
+	// JobConditionCompleted: the job has finished successfully (for MPIJob and ColossalAIJob: ended).
+	JobConditionCompleted JobConditionType = "Completed"
 	// JobConditionFailed: the job has failed.
 	JobConditionFailed JobConditionType = "Failed"
 	// JobConditionPaused: the job is paused and all its replicas are deleted or being deleted.

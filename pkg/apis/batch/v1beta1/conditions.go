@@ -24,5 +24,5 @@ func (s *JobStatus) ConditionTrue(t JobConditionType) bool {
 
 // Finished reports whether the job has ended: its Completed or Failed condition is True.
 func (s *JobStatus) Finished() bool {
-	return s.ConditionTrue(JobCompleted) || s.ConditionTrue(JobConditionFailed)
+	return s.ConditionTrue(JobConditionCompleted) || s.ConditionTrue(JobConditionFailed)
 }

@@ -29,13 +29,13 @@ func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision
 	if err := c.deleteAll(ctx, key, job, d.DeletePods, d.DeleteObjects); err != nil {
 		return err
 	}
-	written, err := c.createAll(ctx, key, job, d)
+	written, err := c.createAndUpdate(ctx, key, job, d)
 	switch {
 	case statusFirst:
 	case err != nil:
 		_ = c.writeDecided(ctx, key, job, d) // show what was created; the retry creates the rest
 	case written == 0:
-		if wait := c.holdMinor(key, job, d); wait > 0 {
+		if wait := c.holdStartingStatus(key, job, d); wait > 0 {
 			d.RequeueAfter = minPositive(d.RequeueAfter, wait)
 			return nil
 		}
@@ -48,7 +48,7 @@ func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision
 	return err
 }
 
-// holdMinor is how long a decided status should wait before it is written (0: write now).
+// holdStartingStatus is how long a decided status should wait before it is written (0: write now).
 // With BatchedPodStatusUpdates, while a job starts (its phase Pending before and after) a
 // status that changes only its replicas' progress (one scheduled, one of four running) waits
 // until podBatchPeriod after the first such status was held back, and is written then with
@@ -64,7 +64,7 @@ func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision
 // Only a starting job is held: the status is also the controller's memory (a replica's last
 // phase tells a pod deleted while it ran from one never made), and while a job starts a
 // later sync decides from the unwritten status what this one did.
-func (c *Controller) holdMinor(key string, job Job, d *Decision) time.Duration {
+func (c *Controller) holdStartingStatus(key string, job Job, d *Decision) time.Duration {
 	old := job.JobStatus()
 	if !features.Enabled(features.BatchedPodStatusUpdates) || phaseOf(old) != batch.JobPending || phaseOf(d.Status) != batch.JobPending {
 		return 0
@@ -83,7 +83,7 @@ func (c *Controller) holdMinor(key string, job Job, d *Decision) time.Duration {
 	return min(h.batch.Add(podBatchPeriod).Sub(now), h.first.Add(gatedBatchPeriod).Sub(now))
 }
 
-// heldStatus is when a starting job's status was first held back (holdMinor), and when its
+// heldStatus is when a starting job's status was first held back (holdStartingStatus), and when its
 // current batch began: later than first while scheduling gates held its pods (gated, as of
 // the last sync).
 type heldStatus struct {

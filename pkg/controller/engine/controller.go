@@ -31,7 +31,7 @@ const FieldManager = "t9k-job-controller"
 const podBatchPeriod = time.Second
 
 // gatedBatchPeriod is podBatchPeriod while scheduling gates hold a starting job's pods
-// (holdMinor).
+// (holdStartingStatus).
 const gatedBatchPeriod = 5 * time.Second
 
 // statusWaitTTL bounds how long a sync waits for the cache to show its own status write.
@@ -61,7 +61,7 @@ type Controller struct {
 	// until the cache shows it: a sync on an older copy would count a restart again.
 	written sync.Map // key -> writtenStatus
 	// held holds, per job key, when the job's first status that waits for the batch to close
-	// was decided (holdMinor), until a status of the job is written.
+	// was decided (holdStartingStatus), until a status of the job is written.
 	held sync.Map // key -> *heldStatus
 	// endSeen holds, per pod UID, when the pod was first seen ended: restart backoffs count
 	// from there (a container's finishedAt has one-second resolution).

@@ -42,14 +42,14 @@ type Decision struct {
 	Waits []ReplicaWait
 	// Gated: a pod of the job is held by scheduling gates (Kueue's topology gate, until its
 	// ungater gives it its node): a starting job's status is held a little longer for it
-	// (holdMinor).
+	// (holdStartingStatus).
 	Gated bool
 	// KindStatus is the kind's own part of the status (Plan.KindStatus), written with it.
 	KindStatus KindStatus
 	// DebugHint is the plan's DebugHint when this decision's status is the first to say it
 	// (in the Running condition): a DebugMode event says it once that status is written.
 	DebugHint string
-	// BuildErr: an object could not be built (Object.Build failed); the sync writes nothing
+	// BuildErr: an object could not be built (PlannedChild.Build failed); the sync writes nothing
 	// and is retried.
 	BuildErr error
 }

@@ -20,7 +20,7 @@ func launcherPlan(workersN int32) *Plan {
 				PodName: func(int32) string { return "job-launcher" }},
 			workers(workersN, batch.RestartNever, nil),
 		},
-		Objects: []Object{
+		Objects: []PlannedChild{
 			{Kind: SecretKind, Name: "job-ssh", Build: secret},
 			{Kind: ConfigMapKind, Name: "job-hostfile", Build: func(metav1.Object) (metav1.Object, error) { return &corev1.ConfigMap{}, nil }},
 			{Kind: ServiceKind, Name: "job", Build: func(metav1.Object) (metav1.Object, error) { return &corev1.Service{}, nil }},
@@ -121,8 +121,8 @@ func TestResumedReplicasAreNotLost(t *testing.T) {
 // alone, one built differently is updated as seen (its resourceVersion), one the plan no
 // longer lists is deleted, and a deleted one is made again.
 func TestObjectsFollowThePlan(t *testing.T) {
-	hostfile := func(lines string) Object {
-		return Object{Kind: ConfigMapKind, Name: "job-hostfile", Build: func(metav1.Object) (metav1.Object, error) {
+	hostfile := func(lines string) PlannedChild {
+		return PlannedChild{Kind: ConfigMapKind, Name: "job-hostfile", Build: func(metav1.Object) (metav1.Object, error) {
 			return &corev1.ConfigMap{Data: map[string]string{"hostfile": lines}}, nil
 		}}
 	}
@@ -135,13 +135,13 @@ func TestObjectsFollowThePlan(t *testing.T) {
 	made.SetUID("cm-uid")
 	stray := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "job-old", UID: "s-uid"}}
 
-	plan := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Objects: []Object{hostfile("w0\nw1\nw2\n")}}
+	plan := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Objects: []PlannedChild{hostfile("w0\nw1\nw2\n")}}
 	same := Decide(testJob(batch.JobStatus{}), plan, Children{Objects: []metav1.Object{made}}, nil, now)
 	if len(same.CreateObjects)+len(same.UpdateObjects)+len(same.DeleteObjects) != 0 {
 		t.Errorf("nothing changed, yet created %v, updated %v, deleted %v", names(same.CreateObjects), names(same.UpdateObjects), names(same.DeleteObjects))
 	}
 
-	plan.Objects = []Object{hostfile("w0\nw1\n")}
+	plan.Objects = []PlannedChild{hostfile("w0\nw1\n")}
 	d := Decide(testJob(batch.JobStatus{}), plan, Children{Objects: []metav1.Object{made, stray}}, nil, now)
 	if len(d.UpdateObjects) != 1 {
 		t.Fatalf("updated %v, want the hostfile", names(d.UpdateObjects))

@@ -37,8 +37,8 @@ func (c *Controller) syncElsewhere(ctx context.Context, key string, job Job, pla
 			admitters[k] = true
 		}
 	}
-	// theirs splits objects into the admitters' and the others.
-	theirs := func(objs []metav1.Object) (kept, others []metav1.Object) {
+	// admittersOrOthers splits objects into the admitters' and the others.
+	admittersOrOthers := func(objs []metav1.Object) (kept, others []metav1.Object) {
 		for _, o := range objs {
 			if admitters[c.kinds.of(o)] {
 				kept = append(kept, o)
@@ -48,16 +48,16 @@ func (c *Controller) syncElsewhere(ctx context.Context, key string, job Job, pla
 		}
 		return kept, others
 	}
-	_, gone := theirs(live(children.Objects))
-	deleted, _ := theirs(d.DeleteObjects)
+	_, gone := admittersOrOthers(live(children.Objects))
+	deleted, _ := admittersOrOthers(d.DeleteObjects)
 	gone = append(gone, deleted...)
 	if err := c.deleteAll(ctx, key, job, live(children.Pods), gone); err != nil {
 		return 0, err
 	}
-	created, _ := theirs(d.CreateObjects)
-	updated, _ := theirs(d.UpdateObjects)
+	created, _ := admittersOrOthers(d.CreateObjects)
+	updated, _ := admittersOrOthers(d.UpdateObjects)
 	writes := &Decision{Status: job.JobStatus(), CreateObjects: created, UpdateObjects: updated, DeleteObjects: gone}
-	if _, err := c.createAll(ctx, key, job, writes); err != nil {
+	if _, err := c.createAndUpdate(ctx, key, job, writes); err != nil {
 		return 0, err
 	}
 	if st := job.JobStatus(); verdict != nil && !verdict.Admitted && !Finished(st) && (st.StartTime == nil || plan.Paused) {

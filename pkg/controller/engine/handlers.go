@@ -147,7 +147,7 @@ func podState(obj any) (phase corev1.PodPhase, ready, ok bool) {
 // or a running pod that becomes ready or not (replicas may wait for others to be ready). Such
 // a change syncs its job at once, before keys queued for other reasons (lanes); while the job
 // starts, the status the sync decides is written at once only if the phase moved
-// (holdMinor). Other changes are batched, pods ending among them: a ready pod that ends is no
+// (holdStartingStatus). Other changes are batched, pods ending among them: a ready pod that ends is no
 // longer ready, yet it is an end like the others.
 func milestone(old, cur metav1.Object) bool {
 	wasPhase, wasReady, okOld := podState(old)

@@ -20,7 +20,7 @@ const AnnotationChildHash = batch.GroupName + "/child-hash"
 // deleted, and the replicas' Services, which live with the replicas (a pause deletes them,
 // so does the clean-up unless its policy is None).
 func (x *decider) objects(job Job, have []metav1.Object) error {
-	want := append([]Object(nil), x.plan.Objects...)
+	want := append([]PlannedChild(nil), x.plan.Objects...)
 	withReplicas := len(x.plan.ServicePorts) > 0 && !x.paused && (!x.finished || x.plan.CleanUp == batch.CleanUpNone)
 	if withReplicas {
 		for gi := range x.plan.Groups {
@@ -74,7 +74,7 @@ func (x *decider) objects(job Job, have []metav1.Object) error {
 
 // BuildChild builds a plan's object as the job's child, with the hash of what was built (an
 // admitter compares its request with the one that exists by it).
-func BuildChild(job Job, o Object, current metav1.Object) (metav1.Object, error) {
+func BuildChild(job Job, o PlannedChild, current metav1.Object) (metav1.Object, error) {
 	obj, err := o.Build(current)
 	if err != nil {
 		return nil, fmt.Errorf("making %s %s: %w", o.Kind, o.Name, err)

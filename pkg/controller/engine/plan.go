@@ -92,7 +92,7 @@ type Plan struct {
 	// the job has not ended, again if it is deleted, and updated when what the plan builds
 	// for it changes (a resize while paused rewrites the hostfile); it lives until the job is
 	// deleted (pause and clean-up keep it). One the plan no longer lists is deleted.
-	Objects []Object
+	Objects []PlannedChild
 	// KindStatus, when set, reports the kind's own status fields from the children
 	// (TensorFlow's TensorBoard); they are written with the shared status.
 	KindStatus func(Children) KindStatus
@@ -119,8 +119,10 @@ type KindStatus interface {
 	SetOn(job Job) (changed bool)
 }
 
-// Object is one of a job's children besides its replicas.
-type Object struct {
+// PlannedChild is one of a job's children besides its replicas (a Service, a ConfigMap, an
+// admitter's Workload or PodGroup), as the plan wants it. Not to be confused with
+// metav1.Object, which is what it builds.
+type PlannedChild struct {
 	Kind ObjectKind
 	Name string
 	// Build makes the object as the plan wants it now, given the one that exists (nil when

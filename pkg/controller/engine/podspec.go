@@ -116,9 +116,9 @@ func applyRunSetting(pod *corev1.Pod, mainContainer string, skipInit bool, comma
 // replicaService is the headless Service of one replica, named like its pod. It publishes
 // the pod's address before the pod is ready, so that replicas find each other while they
 // start. It lives with the replicas: a pause and the clean-up delete it.
-func replicaService(job Job, plan *Plan, g *Group, rank int32) Object {
+func replicaService(job Job, plan *Plan, g *Group, rank int32) PlannedChild {
 	name := g.podName(job.GetName(), rank)
-	return Object{Kind: ServiceKind, Name: name, Build: func(metav1.Object) (metav1.Object, error) {
+	return PlannedChild{Kind: ServiceKind, Name: name, Build: func(metav1.Object) (metav1.Object, error) {
 		l := childLabels(job, g.Type, rank)
 		ports := make([]corev1.ServicePort, len(plan.ServicePorts))
 		copy(ports, plan.ServicePorts)

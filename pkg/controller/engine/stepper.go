@@ -28,7 +28,7 @@ func (s *Stepper) Sync(ctx context.Context, key string) (time.Duration, error) {
 	return s.c.sync(ctx, key)
 }
 
-// Held reports whether the job's decided status waits for the batch to close (holdMinor).
+// Held reports whether the job's decided status waits for the batch to close (holdStartingStatus).
 func (s *Stepper) Held(key string) bool {
 	_, held := s.c.held.Load(key)
 	return held

@@ -80,7 +80,7 @@ func TestTrimmedChildrenDecideAlike(t *testing.T) {
 	succeeded := full(pod("job-worker-0", "w0", corev1.PodSucceeded, 0))
 	succeeded.CreationTimestamp = metav1.Time{Time: now.Add(-time.Hour)}
 
-	hostfile := Object{Kind: ConfigMapKind, Name: "job-hostfile", Build: func(metav1.Object) (metav1.Object, error) {
+	hostfile := PlannedChild{Kind: ConfigMapKind, Name: "job-hostfile", Build: func(metav1.Object) (metav1.Object, error) {
 		return &corev1.ConfigMap{Data: map[string]string{"hostfile": "w0\n"}}, nil
 	}}
 	madeHostfile, err := BuildChild(testJob(batch.JobStatus{}), hostfile, nil)
@@ -95,7 +95,7 @@ func TestTrimmedChildrenDecideAlike(t *testing.T) {
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Port: 2222}}}}
 
 	restartOnFailure := &Plan{Groups: []Group{workers(2, batch.RestartOnFailure, ptr.To[int32](3))}, Judge: allSucceed,
-		ServicePorts: []corev1.ServicePort{{Port: 2222}}, Objects: []Object{hostfile}, CleanUp: batch.CleanUpUnfinished,
+		ServicePorts: []corev1.ServicePort{{Port: 2222}}, Objects: []PlannedChild{hostfile}, CleanUp: batch.CleanUpUnfinished,
 		KindStatus: func(ch Children) KindStatus {
 			ready := int32(0)
 			for _, o := range ch.Objects {

@@ -16,19 +16,19 @@ func (c *Controller) announceWaits(key string, job Job, waits []ReplicaWait) {
 		c.announced.Delete(key)
 		return
 	}
-	var said []string
+	var reasons []string
 	if v, ok := c.announced.Load(key); ok {
-		said = v.([]string)
+		reasons = v.([]string)
 	}
 	added := false
 	for _, w := range waits {
-		if slices.Contains(said, w.Reason) {
+		if slices.Contains(reasons, w.Reason) {
 			continue
 		}
 		c.recorder.Event(job, corev1.EventTypeWarning, w.Reason, w.Line())
-		said, added = append(slices.Clip(said), w.Reason), true
+		reasons, added = append(slices.Clip(reasons), w.Reason), true
 	}
 	if added {
-		c.announced.Store(key, said)
+		c.announced.Store(key, reasons)
 	}
 }

@@ -71,12 +71,12 @@ func (w writeLog) in(kinds kindTable) string {
 	return strings.Join(parts, "; ")
 }
 
-// createAll creates the decision's children and updates those whose content changed,
+// createAndUpdate creates the decision's children and updates those whose content changed,
 // expecting each write first so that a sync on a cache that does not show it yet does not
 // send it again. What pods may mount (Secrets, ConfigMaps) goes first; then the pods beside
 // the rest. It returns how many writes were sent that the cache will show, and reports them
 // in one event per verb (events are writes too).
-func (c *Controller) createAll(ctx context.Context, key string, job Job, d *Decision) (int, error) {
+func (c *Controller) createAndUpdate(ctx context.Context, key string, job Job, d *Decision) (int, error) {
 	created, updated := writeLog{}, writeLog{}
 	var mu sync.Mutex
 	write := func(first bool) error {

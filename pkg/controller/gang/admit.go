@@ -32,7 +32,7 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 	if engine.Finished(job.JobStatus()) {
 		// An ended job keeps its PodGroup as it is: it goes with the job.
 		if pg := podGroupOf(children.Objects); pg != nil && a.served() {
-			plan.Objects = append(plan.Objects, engine.Object{Kind: PodGroupKind, Name: pg.Name, Keep: true})
+			plan.Objects = append(plan.Objects, engine.PlannedChild{Kind: PodGroupKind, Name: pg.Name, Keep: true})
 		}
 		return &engine.Verdict{Admitted: true, Note: n}, nil
 	}
@@ -125,8 +125,8 @@ func priorityClassOf(plan *engine.Plan, types map[string]bool) string {
 }
 
 // podGroupObject is the plan's PodGroup.
-func podGroupObject(name string, spec schedulingv1beta1.PodGroupSpec) engine.Object {
-	return engine.Object{Kind: PodGroupKind, Name: name, Build: func(metav1.Object) (metav1.Object, error) {
+func podGroupObject(name string, spec schedulingv1beta1.PodGroupSpec) engine.PlannedChild {
+	return engine.PlannedChild{Kind: PodGroupKind, Name: name, Build: func(metav1.Object) (metav1.Object, error) {
 		return &schedulingv1beta1.PodGroup{Spec: *spec.DeepCopy()}, nil
 	}}
 }

@@ -29,7 +29,7 @@ func (a *Admitter) Decided(_ context.Context, job engine.Job, v *engine.Verdict,
 	}
 	a.waiting.Delete(job.GetUID())
 	if engine.Finished(r.Decision.Status) {
-		a.said.Delete(job.GetUID())
+		a.unplacedWhy.Delete(job.GetUID())
 		return nil
 	}
 	if n.request.fromT9kScheduler && slices.ContainsFunc(r.Decision.CreateObjects, isPodGroup) {
@@ -41,9 +41,9 @@ func (a *Admitter) Decided(_ context.Context, job engine.Job, v *engine.Verdict,
 	return nil
 }
 
-// Ended forgets what was said of a job that ended outside a decision.
+// Ended forgets what was announced of a job that ended outside a decision.
 func (a *Admitter) Ended(_ context.Context, job engine.Job, _ engine.Report) error {
-	a.said.Delete(job.GetUID())
+	a.unplacedWhy.Delete(job.GetUID())
 	a.waiting.Delete(job.GetUID())
 	return nil
 }
@@ -53,13 +53,13 @@ func (a *Admitter) Ended(_ context.Context, job engine.Job, _ engine.Report) err
 func (a *Admitter) sayUnschedulable(job engine.Job, pg *schedulingv1beta1.PodGroup) {
 	why := unschedulable(pg)
 	if why == "" {
-		a.said.Delete(job.GetUID())
+		a.unplacedWhy.Delete(job.GetUID())
 		return
 	}
-	if last, ok := a.said.Load(job.GetUID()); ok && last == why {
+	if last, ok := a.unplacedWhy.Load(job.GetUID()); ok && last == why {
 		return
 	}
-	a.said.Store(job.GetUID(), why)
+	a.unplacedWhy.Store(job.GetUID(), why)
 	a.config.Recorder.Eventf(job, corev1.EventTypeWarning, reasonUnschedulable,
 		"The scheduler cannot place the job's gang (PodGroup %s) whole yet: %s", pg.Name, why)
 }

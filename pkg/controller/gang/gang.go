@@ -55,9 +55,9 @@ type Admitter struct {
 	// kind is the PodGroup's entry in the controllers' tables of child kinds (nil: the API is
 	// not served).
 	kind *engine.ChildKind
-	// said holds, by job UID, the last reason the scheduler gave for not placing the job's
+	// unplacedWhy holds, by job UID, the last reason the scheduler gave for not placing the job's
 	// gang, so that an event says each new one once.
-	said sync.Map
+	unplacedWhy sync.Map
 	// waiting holds, by job UID, the reason the job waits for, once an event said it.
 	waiting sync.Map
 }

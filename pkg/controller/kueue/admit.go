@@ -44,7 +44,7 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 		// An ended job keeps its Workload as it is (Finished), whatever its queue, flavors or
 		// priority class became since.
 		if wl != nil {
-			plan.Objects = append(plan.Objects, engine.Object{Kind: WorkloadKind, Name: wl.Name, Keep: true})
+			plan.Objects = append(plan.Objects, engine.PlannedChild{Kind: WorkloadKind, Name: wl.Name, Keep: true})
 		}
 		return &engine.Verdict{Admitted: true, Note: &note{wl: wl}}, nil
 	}
@@ -60,7 +60,7 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 	}
 	// A Workload goes only once the job's pods have: deleting it gives its quota back, which
 	// Kueue may then admit another job onto.
-	keep := engine.Object{Kind: WorkloadKind, Name: WorkloadName(job), Keep: true}
+	keep := engine.PlannedChild{Kind: WorkloadKind, Name: WorkloadName(job), Keep: true}
 	running := engine.AnyRunning(children.Pods)
 	if plan.Paused {
 		if wl != nil && running {

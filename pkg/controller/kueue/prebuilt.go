@@ -63,7 +63,7 @@ func (a *Admitter) admitPrebuilt(job engine.Job, plan *engine.Plan, q *request, 
 		return v, nil
 	}
 	// Kept as it is while the job lives: its spec is the manager's.
-	plan.Objects = append(plan.Objects, engine.Object{Kind: WorkloadKind, Name: wl.Name, Keep: true})
+	plan.Objects = append(plan.Objects, engine.PlannedChild{Kind: WorkloadKind, Name: wl.Name, Keep: true})
 	if engine.Finished(job.JobStatus()) {
 		return &engine.Verdict{Admitted: true, Note: &note{wl: wl}}, nil
 	}

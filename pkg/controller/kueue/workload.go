@@ -31,7 +31,7 @@ func podSetName(replicaType string) string { return strings.ToLower(replicaType)
 // The priority is set when the Workload is made (current nil) and left out of its hash: from
 // then on Kueue owns it (it rewrites it when the class's value changes), as with its own
 // integrations. A missing priority class therefore only keeps a Workload from being made.
-func (a *Admitter) workloadObject(job engine.Job, plan *engine.Plan, q *request, current *kueue.Workload) (engine.Object, error) {
+func (a *Admitter) workloadObject(job engine.Job, plan *engine.Plan, q *request, current *kueue.Workload) (engine.PlannedChild, error) {
 	spec := kueue.WorkloadSpec{QueueName: q.localQueue}
 	topology := make([]*kueue.PodSetTopologyRequest, len(plan.Groups))
 	for i, g := range plan.Groups {
@@ -43,7 +43,7 @@ func (a *Admitter) workloadObject(job engine.Job, plan *engine.Plan, q *request,
 		})
 		r, err := topologyRequest(g.Type, g.Replicas, tmpl.Annotations)
 		if err != nil {
-			return engine.Object{}, &engine.InvalidSpecError{Message: "Kueue cannot place the job by topology: " + err.Error() + "."}
+			return engine.PlannedChild{}, &engine.InvalidSpecError{Message: "Kueue cannot place the job by topology: " + err.Error() + "."}
 		}
 		topology[i] = r
 	}
@@ -52,15 +52,15 @@ func (a *Admitter) workloadObject(job engine.Job, plan *engine.Plan, q *request,
 		class, err := a.priorities.Get(q.priorityClass)
 		if err != nil {
 			if apierrors.IsNotFound(err) {
-				return engine.Object{}, &waitError{reasonQueued, fmt.Sprintf("WorkloadPriorityClass %q (label %s) does not exist: create it, or change the label.", q.priorityClass, kueue.LabelPriorityClass)}
+				return engine.PlannedChild{}, &waitError{reasonQueued, fmt.Sprintf("WorkloadPriorityClass %q (label %s) does not exist: create it, or change the label.", q.priorityClass, kueue.LabelPriorityClass)}
 			}
-			return engine.Object{}, err
+			return engine.PlannedChild{}, err
 		}
 		ref = &kueue.PriorityClassRef{Group: kueue.GroupName, Kind: "WorkloadPriorityClass", Name: class.Name}
 		value := class.Value
 		priority = &value
 	}
-	return engine.Object{Kind: WorkloadKind, Name: WorkloadName(job),
+	return engine.PlannedChild{Kind: WorkloadKind, Name: WorkloadName(job),
 		Build: func(metav1.Object) (metav1.Object, error) {
 			return &kueue.Workload{Spec: *spec.DeepCopy()}, nil
 		},

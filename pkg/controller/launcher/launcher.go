@@ -55,8 +55,8 @@ func HostfileName(job string) string { return job + "-hostfile" }
 // Objects are the job's Secret (its SSH keys), hostfile ConfigMap and workers' Service. The
 // hostfile follows the number of workers; the Secret keeps its keys and follows
 // ssh.authMountPath.
-func (j Layout) Objects() []engine.Object {
-	return []engine.Object{
+func (j Layout) Objects() []engine.PlannedChild {
+	return []engine.PlannedChild{
 		{Kind: engine.SecretKind, Name: SecretName(j.Name), Build: func(current metav1.Object) (metav1.Object, error) {
 			var have map[string][]byte
 			if s, ok := current.(*corev1.Secret); ok {

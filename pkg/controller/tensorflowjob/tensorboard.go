@@ -27,10 +27,10 @@ const (
 func TensorBoardName(job string) string { return job + "-tensorboard" }
 
 // tensorboardObjects are the TensorBoard's Deployment and Service.
-func tensorboardObjects(job string, spec *batch.TensorBoardSpec) []engine.Object {
+func tensorboardObjects(job string, spec *batch.TensorBoardSpec) []engine.PlannedChild {
 	name := TensorBoardName(job)
 	labels := map[string]string{tensorboardLabel: job}
-	return []engine.Object{
+	return []engine.PlannedChild{
 		{Kind: engine.DeploymentKind, Name: name, Build: func(metav1.Object) (metav1.Object, error) {
 			pod, err := tensorboardPod(spec)
 			if err != nil {

@@ -85,10 +85,8 @@ func TestWorkerFailureIsFinal(t *testing.T) {
 	h.WaitFor(t, "2 workers", func(context.Context) bool { return len(h.Pods(t, ns)) == 2 })
 	h.SetPod(t, ns, "colossalai-example-worker-1", corev1.PodFailed, false, 137)
 	h.WaitFor(t, "the job failed", func(context.Context) bool { return jobOf(t, h).Status.Phase == batch.JobFailed })
-	for _, c := range jobOf(t, h).Status.Conditions {
-		if c.Type == batch.JobConditionFailed && c.Message != "The job failed: worker colossalai-example-worker-1 failed with exit code 137; workers must run until the launcher ends." {
-			t.Errorf("Failed condition %+v", c)
-		}
+	if c := jobOf(t, h).Status.Condition(batch.JobConditionFailed); c.Message != "The job failed: worker colossalai-example-worker-1 failed with exit code 137; workers must run until the launcher ends." {
+		t.Errorf("Failed condition %+v", c)
 	}
 	if n := h.Count("create", "pods"); n != 2 {
 		t.Errorf("%d pod creations: a failed worker is never restarted, and no launcher starts", n)
@@ -129,7 +127,7 @@ func TestDebugAndPause(t *testing.T) {
 	}
 	hint := "The workers' debug command is not sshd, so the launcher cannot reach them; with sshd running on every worker, start the run with: " + run
 	h.WaitFor(t, "the Running condition with the hint", func(context.Context) bool {
-		return condition(jobOf(t, h), batch.JobConditionRunning).Message == "The job is running in debug mode: replicas run their debug command. "+hint
+		return jobOf(t, h).Status.Condition(batch.JobConditionRunning).Message == "The job is running in debug mode: replicas run their debug command. "+hint
 	})
 	enginetest.WaitEvent(t, h.Events, "Normal DebugMode "+hint)
 
@@ -155,7 +153,7 @@ func TestDebugAndPause(t *testing.T) {
 		h1.SetPod(t, ns, p.Name, corev1.PodRunning, true, 0)
 	}
 	h1.WaitFor(t, "the Running condition with the command", func(context.Context) bool {
-		return condition(jobOf(t, h1), batch.JobConditionRunning).Message == "The job is running in debug mode: replicas run their debug command. Start the run with: "+run
+		return jobOf(t, h1).Status.Condition(batch.JobConditionRunning).Message == "The job is running in debug mode: replicas run their debug command. Start the run with: "+run
 	})
 	enginetest.WaitEvent(t, h1.Events, "Normal DebugMode Start the run with: "+run)
 
@@ -169,13 +167,4 @@ func TestDebugAndPause(t *testing.T) {
 	if n := len(h2.Pods(t, ns)); n != 0 {
 		t.Errorf("%d pods of a paused job", n)
 	}
-}
-
-func condition(job *batch.ColossalAIJob, t batch.JobConditionType) batch.JobCondition {
-	for _, c := range job.Status.Conditions {
-		if c.Type == t {
-			return c
-		}
-	}
-	return batch.JobCondition{}
 }

@@ -111,15 +111,6 @@ func drain(r *record.FakeRecorder) string {
 	}
 }
 
-func running(job *batch.GenericJob) batch.JobCondition {
-	for _, c := range job.Status.Conditions {
-		if c.Type == batch.JobConditionRunning {
-			return c
-		}
-	}
-	return batch.JobCondition{}
-}
-
 // A job that asks to start whole gets a PodGroup whose gang is its workers, each joined to it;
 // the launcher, made only once the workers are Ready, stays outside, or the gang would wait
 // for it forever.
@@ -180,7 +171,7 @@ func TestGangJobWithoutTheAPIWaits(t *testing.T) {
 	if n := len(s.Pods(t)); n != 0 {
 		t.Fatalf("%d pods, want none", n)
 	}
-	c := running(s.Job(t))
+	c := s.Job(t).Status.Condition(batch.JobConditionRunning)
 	if c.Reason != reasonNotServed || !strings.Contains(c.Message, "GenericWorkload") {
 		t.Fatalf("Running %+v, want %s naming the feature gate", c, reasonNotServed)
 	}

@@ -194,7 +194,7 @@ func TestPlacementNotServedWaits(t *testing.T) {
 				t.Fatalf("a PodGroup was made: %+v", pgs.Items)
 			}
 			job := s.Job(t)
-			c := running(job)
+			c := job.Status.Condition(batch.JobConditionRunning)
 			if job.Status.Phase != batch.JobPending || c.Status != corev1.ConditionFalse || c.Reason != tc.reason {
 				t.Fatalf("phase %q, Running %+v; want Pending, Running False with %s", job.Status.Phase, c, tc.reason)
 			}

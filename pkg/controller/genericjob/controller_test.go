@@ -154,10 +154,8 @@ func TestInvalidVariableFailsBeforeCreating(t *testing.T) {
 	if n := h.count("create", "pods") + h.count("create", "services"); n != 0 {
 		t.Errorf("%d children created for an invalid job", n)
 	}
-	for _, c := range h.job(t).Status.Conditions {
-		if c.Type == batch.JobConditionFailed && (c.Reason != "InvalidSpec" || c.Message == "") {
-			t.Errorf("Failed condition %+v", c)
-		}
+	if c := h.job(t).Status.Condition(batch.JobConditionFailed); c.Reason != "InvalidSpec" || c.Message == "" {
+		t.Errorf("Failed condition %+v", c)
 	}
 }
 

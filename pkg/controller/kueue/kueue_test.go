@@ -174,7 +174,7 @@ func TestQueuedJobWaitsForAdmission(t *testing.T) {
 	})
 	s.Step(t)
 	job := s.Job(t)
-	running := conditionOf(&job.Status, batch.JobConditionRunning)
+	running := job.Status.Condition(batch.JobConditionRunning)
 	if job.Status.Phase != batch.JobPending || running.Reason != "Queued" ||
 		!strings.Contains(running.Message, `LocalQueue "team-a"`) || !strings.Contains(running.Message, "insufficient unused quota") {
 		t.Fatalf("queued job: phase %s, Running %+v: want Pending, Queued, naming the queue and Kueue's reason", job.Status.Phase, running)
@@ -182,7 +182,7 @@ func TestQueuedJobWaitsForAdmission(t *testing.T) {
 	if len(s.Pods(t)) != 0 {
 		t.Fatal("pods were created for a job Kueue has not admitted")
 	}
-	if c := conditionOf(&job.Status, batch.JobConditionReplicaFailure); c.Status != corev1.ConditionFalse || c.Message != "No replica has failed." {
+	if c := job.Status.Condition(batch.JobConditionReplicaFailure); c.Status != corev1.ConditionFalse || c.Message != "No replica has failed." {
 		t.Errorf("ReplicaFailure of a job with no pod: %+v, want False, \"No replica has failed.\" (it has no news of pods)", c)
 	}
 
@@ -245,7 +245,7 @@ func TestEvictedJobStopsAndRequeues(t *testing.T) {
 	})
 	s.Step(t)
 	job := s.Job(t)
-	running := conditionOf(&job.Status, batch.JobConditionRunning)
+	running := job.Status.Condition(batch.JobConditionRunning)
 	if job.Status.Phase != batch.JobPending || running.Reason != "Preempted" || !strings.Contains(running.Message, "prioritization") {
 		t.Fatalf("evicted job: phase %s, Running %+v: want Pending, Preempted, with Kueue's message", job.Status.Phase, running)
 	}
@@ -301,7 +301,7 @@ func TestPreemptedJobNamesThePreemptor(t *testing.T) {
 			Message: "Preempted to accommodate a workload (UID: high-wl-uid, JobUID: high-uid) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq"})
 	})
 	s.Step(t)
-	running := conditionOf(&s.Job(t).Status, batch.JobConditionRunning)
+	running := s.Job(t).Status.Condition(batch.JobConditionRunning)
 	for _, want := range []string{"JobUID: high-uid", "MPIJob ns/high took its place."} {
 		if running.Reason != reasonPreempted || !strings.Contains(running.Message, want) {
 			t.Errorf("Running %+v: want Preempted, saying %q", running, want)
@@ -421,7 +421,7 @@ func TestQueuedJobWithoutKueueWaits(t *testing.T) {
 	s := newQueueTest(t, queuedJob(map[string]string{kueue.LabelQueueName: "team-a"}), false, Config{})
 	s.Step(t)
 	job := s.Job(t)
-	running := conditionOf(&job.Status, batch.JobConditionRunning)
+	running := job.Status.Condition(batch.JobConditionRunning)
 	if running.Reason != reasonKueueNotInstalled || !strings.Contains(running.Message, "team-a") || len(s.Pods(t)) != 0 {
 		t.Fatalf("Running %+v and %d pods: want KueueNotInstalled naming the queue, and no pod", running, len(s.Pods(t)))
 	}
@@ -472,7 +472,7 @@ func TestMissingPriorityClassWaits(t *testing.T) {
 		t.Fatalf("sync returned %s: want no timer, the class's creation syncs the job", wait)
 	}
 	s.Refresh(t)
-	running := conditionOf(&s.Job(t).Status, batch.JobConditionRunning)
+	running := s.Job(t).Status.Condition(batch.JobConditionRunning)
 	if !strings.Contains(running.Message, `WorkloadPriorityClass "nope"`) {
 		t.Fatalf("Running %+v: want the missing class named", running)
 	}
@@ -536,7 +536,7 @@ func TestChangedQueuedJobIsQueuedAnew(t *testing.T) {
 		return &engine.Plan{Groups: []engine.Group{{Type: "worker", Replicas: 4, Restart: batch.RestartOnFailure, Template: cpuTemplate}}, Judge: allSucceed}
 	})
 	s.Step(t)
-	running := conditionOf(&s.Job(t).Status, batch.JobConditionRunning)
+	running := s.Job(t).Status.Condition(batch.JobConditionRunning)
 	if running.Reason != "Queued" || len(s.Pods(t)) != 0 {
 		t.Fatalf("Running %+v and %d pods: want the job stopped and queued", running, len(s.Pods(t)))
 	}
@@ -569,7 +569,7 @@ func TestRequeuedJobSaysWhatChanged(t *testing.T) {
 	s.Step(t)
 	s.editSpec(t, func(job *batch.GenericJob) { job.Labels[kueue.LabelQueueName] = "team-b" })
 	s.Step(t)
-	running := conditionOf(&s.Job(t).Status, batch.JobConditionRunning)
+	running := s.Job(t).Status.Condition(batch.JobConditionRunning)
 	if want := `The job's LocalQueue changed from "team-a" to "team-b": it is queued anew`; running.Reason != "Queued" || !strings.HasPrefix(running.Message, want) {
 		t.Fatalf("Running %+v: want Queued, starting %q", running, want)
 	}
@@ -587,7 +587,7 @@ func TestRequeuedJobSaysWhatChanged(t *testing.T) {
 		}, Judge: allSucceed}
 	})
 	s.Step(t)
-	running = conditionOf(&s.Job(t).Status, batch.JobConditionRunning)
+	running = s.Job(t).Status.Condition(batch.JobConditionRunning)
 	if want := "The job's pod templates changed: it is queued anew"; !strings.HasPrefix(running.Message, want) {
 		t.Fatalf("Running %+v: want it to start %q", running, want)
 	}
@@ -626,7 +626,7 @@ func TestTooManyTypesForKueueFails(t *testing.T) {
 			})
 			s.Step(t)
 			job := s.Job(t)
-			failed := conditionOf(&job.Status, batch.JobConditionFailed)
+			failed := job.Status.Condition(batch.JobConditionFailed)
 			if c.want == "" {
 				if job.Status.Phase == batch.JobFailed || len(s.workload(t).Spec.PodSets) != c.types {
 					t.Fatalf("phase %s, Failed %+v: want the job queued with %d pod sets", job.Status.Phase, failed, c.types)
@@ -818,16 +818,6 @@ func allSucceed(rs engine.Replicas) *engine.Outcome {
 		return &engine.Outcome{Succeeded: true, Message: "succeeded"}
 	}
 	return nil
-}
-
-// conditionOf is the condition of a type in s (the zero condition when there is none).
-func conditionOf(s *batch.JobStatus, t batch.JobConditionType) batch.JobCondition {
-	for _, c := range s.Conditions {
-		if c.Type == t {
-			return c
-		}
-	}
-	return batch.JobCondition{}
 }
 
 // Every create, update and patch the controller sends names it as the field manager: pods,

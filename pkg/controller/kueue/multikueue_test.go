@@ -33,7 +33,7 @@ func TestManagedByMultiKueueHasOnlyItsWorkload(t *testing.T) {
 	waiting := func(reason string) {
 		t.Helper()
 		st := s.Job(t).Status
-		running := conditionOf(&st, batch.JobConditionRunning)
+		running := st.Condition(batch.JobConditionRunning)
 		if st.Phase != batch.JobPending || running.Reason != reason {
 			t.Errorf("a waiting job MultiKueue manages: phase %q, Running %+v; want Pending, %s", st.Phase, running, reason)
 		}
@@ -211,8 +211,8 @@ func TestPausedMultiKueueJobSaysSo(t *testing.T) {
 	s.editSpec(t, func(job *batch.GenericJob) { job.Spec.RunMode = nil })
 	s.Step(t)
 	s.workload(t)
-	if st := s.Job(t).Status; st.Phase != batch.JobPending || conditionOf(&st, batch.JobConditionRunning).Reason != reasonQueued {
-		t.Errorf("resumed: phase %q, Running %+v; want Pending, Queued", st.Phase, conditionOf(&st, batch.JobConditionRunning))
+	if st := s.Job(t).Status; st.Phase != batch.JobPending || st.Condition(batch.JobConditionRunning).Reason != reasonQueued {
+		t.Errorf("resumed: phase %q, Running %+v; want Pending, Queued", st.Phase, st.Condition(batch.JobConditionRunning))
 	}
 }
 
@@ -350,7 +350,7 @@ func TestMultiKueueRejectsAJobWithoutManagedBy(t *testing.T) {
 		}
 		s.Step(t)
 		st := s.Job(t).Status
-		failed := conditionOf(&st, batch.JobConditionFailed)
+		failed := st.Condition(batch.JobConditionFailed)
 		if st.Phase != batch.JobFailed || failed.Reason != "InvalidSpec" {
 			t.Fatalf("evicted %v: phase %s, Failed %+v: want Failed, InvalidSpec", evicted, st.Phase, failed)
 		}
@@ -393,7 +393,7 @@ func TestDeactivatedWorkloadSaysSo(t *testing.T) {
 	s.Step(t) // its pods go
 	s.Step(t) // they are gone: the admission goes back
 	st := s.Job(t).Status
-	running := conditionOf(&st, batch.JobConditionRunning)
+	running := st.Condition(batch.JobConditionRunning)
 	if st.Phase != batch.JobPending || running.Reason != reasonEvicted || !strings.Contains(running.Message, "is deactivated: the job waits until it is activated again (spec.active: true).") {
 		t.Errorf("phase %s, Running %+v: want Pending, Evicted, saying the Workload is deactivated", st.Phase, running)
 	}

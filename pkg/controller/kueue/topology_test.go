@@ -246,7 +246,7 @@ func TestBadTopologyAnnotationFailsTheJob(t *testing.T) {
 	})
 	s.Step(t)
 	job := s.Job(t)
-	failed := conditionOf(&job.Status, batch.JobConditionFailed)
+	failed := job.Status.Condition(batch.JobConditionFailed)
 	want := fmt.Sprintf("replica type worker: annotations %s and %s go together", kueue.AnnotationSliceRequiredTopology, kueue.AnnotationSliceSize)
 	if job.Status.Phase != batch.JobFailed || !strings.Contains(failed.Message, want) {
 		t.Fatalf("phase %s, Failed %+v: want Failed saying %q", job.Status.Phase, failed, want)

@@ -54,15 +54,6 @@ func start(t *testing.T, job *batch.MPIJob, kubeObjects ...runtime.Object) harne
 	return harness{enginetest.Start(t, newAdapter, []runtime.Object{job}, kubeObjects...)}
 }
 
-func (h harness) condition(t *testing.T, c batch.JobConditionType) batch.JobCondition {
-	for _, cond := range h.job(t).Status.Conditions {
-		if cond.Type == c {
-			return cond
-		}
-	}
-	return batch.JobCondition{}
-}
-
 // workersReady starts the job's workers, n of them Ready.
 func (h harness) workersReady(t *testing.T, workers, n int) {
 	t.Helper()
@@ -96,7 +87,7 @@ func TestSeedExample(t *testing.T) {
 	h := start(t, seed(t))
 	h.workersReady(t, 5, 4)
 	h.WaitFor(t, "the wait in the Initialized condition", func(context.Context) bool {
-		c := h.condition(t, batch.JobConditionInitialized)
+		c := h.job(t).Status.Condition(batch.JobConditionInitialized)
 		return c.Reason == "Waiting" && strings.Contains(c.Message, "4 of 5 ready")
 	})
 	if _, err := h.Kube.CoreV1().Pods(ns).Get(context.Background(), "mpi-example-launcher", metav1.GetOptions{}); err == nil {
@@ -142,7 +133,7 @@ func TestOutcomes(t *testing.T) {
 			h.launcher(t)
 			h.SetPod(t, ns, "mpi-example-launcher", map[bool]corev1.PodPhase{true: corev1.PodSucceeded, false: corev1.PodFailed}[tc.exitCode == 0], false, tc.exitCode)
 			h.WaitFor(t, "the outcome", func(context.Context) bool { return h.job(t).Status.Phase == tc.phase })
-			if c := h.condition(t, tc.conditionT); c.Status != corev1.ConditionTrue || c.Message != tc.message {
+			if c := h.job(t).Status.Condition(tc.conditionT); c.Status != corev1.ConditionTrue || c.Message != tc.message {
 				t.Errorf("%s condition %+v, want message %q", tc.conditionT, c, tc.message)
 			}
 			h.WaitFor(t, "the workers cleaned up, the launcher kept", func(context.Context) bool {
@@ -174,7 +165,7 @@ func TestWorkerLostAfterLauncherStarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.WaitFor(t, "the job failed", func(context.Context) bool { return h.job(t).Status.Phase == batch.JobFailed })
-	if c := h.condition(t, batch.JobConditionFailed); !strings.Contains(c.Message, "worker mpi-example-worker-0 was deleted after the launcher started") {
+	if c := h.job(t).Status.Condition(batch.JobConditionFailed); !strings.Contains(c.Message, "worker mpi-example-worker-0 was deleted after the launcher started") {
 		t.Errorf("Failed condition %+v", c)
 	}
 }
@@ -198,7 +189,7 @@ func TestObjectsRecreatedAndNamesHeld(t *testing.T) {
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mpi-example-hostfile", Namespace: ns}}
 	h2 := start(t, seed(t), other)
 	h2.WaitFor(t, "the job failed", func(context.Context) bool { return h2.job(t).Status.Phase == batch.JobFailed })
-	c := h2.condition(t, batch.JobConditionFailed)
+	c := h2.job(t).Status.Condition(batch.JobConditionFailed)
 	if c.Reason != "NameTaken" || !strings.Contains(c.Message, "ConfigMap mpi-example-hostfile already exists and does not belong to this job") {
 		t.Errorf("Failed condition %+v", c)
 	}
@@ -244,9 +235,9 @@ func TestDebugAndPause(t *testing.T) {
 		"-N 3 --enable-recovery --max-restarts 100 --allow-run-as-root -bind-to none ./random_walk 20 40 2"
 	want := "The job is running in debug mode: replicas run their debug command. " + hint
 	h.WaitFor(t, "the Running condition", func(context.Context) bool {
-		return h.condition(t, batch.JobConditionRunning).Status == corev1.ConditionTrue
+		return h.job(t).Status.ConditionTrue(batch.JobConditionRunning)
 	})
-	if c := h.condition(t, batch.JobConditionRunning); c.Message != want {
+	if c := h.job(t).Status.Condition(batch.JobConditionRunning); c.Message != want {
 		t.Errorf("Running condition message\n%s\nwant\n%s", c.Message, want)
 	}
 	enginetest.WaitEvent(t, h.Events, "Normal DebugMode "+hint)
@@ -265,7 +256,7 @@ func TestDebugAndPause(t *testing.T) {
 		r := h.job(t).Status.Tasks[1].Replicas[0]
 		return r.UID == again.UID && r.Phase == batch.ReplicaRunning
 	})
-	if c := h.condition(t, batch.JobConditionRunning); c.Message != want {
+	if c := h.job(t).Status.Condition(batch.JobConditionRunning); c.Message != want {
 		t.Errorf("Running condition message after worker 0 came back: %s", c.Message)
 	}
 	for len(h.Events.Events) > 0 {

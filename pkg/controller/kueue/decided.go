@@ -128,15 +128,7 @@ func (a *Admitter) record(job engine.Job, n *note, r engine.Report) {
 // firstStart reports whether a sync makes the first pods of a job that never ran: admitted
 // before its status ever said it waited (Kueue admits a job that fits at once).
 func firstStart(r engine.Report) bool {
-	if r.WasWaiting != "" || len(r.Children.Pods) > 0 {
-		return false
-	}
-	for _, c := range r.Decision.Status.Conditions {
-		if c.Type == batch.JobConditionInitialized && c.Status == corev1.ConditionTrue {
-			return false
-		}
-	}
-	return true
+	return r.WasWaiting == "" && len(r.Children.Pods) == 0 && !r.Decision.Status.ConditionTrue(batch.JobConditionInitialized)
 }
 
 // queueReason reports whether a Running condition's reason says the job waits for its queue.

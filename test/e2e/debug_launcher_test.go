@@ -109,7 +109,7 @@ func debugHint(t *testing.T, ns, job string, status func(context.Context) (*batc
 	s := waitStatus(t, "the job running in debug mode", status, func(s *batch.JobStatus) bool {
 		return s.Phase == batch.JobRunning || s.Phase == batch.JobFailed
 	})
-	c := conditionIn(s, batch.JobConditionRunning)
+	c := s.Condition(batch.JobConditionRunning)
 	_, hint, ok := strings.Cut(c.Message, debugHintPrefix)
 	if s.Phase != batch.JobRunning || !ok {
 		t.Fatalf("phase %s, Running condition %q: no command to start the run", s.Phase, c.Message)

@@ -188,7 +188,7 @@ func TestGangPlacementDisruptionAll(t *testing.T) {
 	// waits whole instead.
 	quiet(t, ns, "all-low-", 2*time.Second)
 	// It is still in phase Running (it ran), saying that none of its replicas runs and why.
-	if c := conditionOf(getJob(t, ns, "all-low"), batch.JobConditionRunning); c.Reason != corev1.PodReasonUnschedulable || !strings.Contains(c.Message, "0 of 3 replicas are running") {
+	if c := getJob(t, ns, "all-low").Status.Condition(batch.JobConditionRunning); c.Reason != corev1.PodReasonUnschedulable || !strings.Contains(c.Message, "0 of 3 replicas are running") {
 		t.Errorf("the low job's Running condition %+v, want none of its replicas running, unschedulable", c)
 	} else {
 		t.Logf("the low job waits whole: %s", c.Message)

@@ -150,12 +150,12 @@ func TestGangGenericJob(t *testing.T) {
 	}
 	// The job's Running condition names the replicas held back and quotes the scheduler.
 	waiting := waitJob(t, ns, "whole", "saying why it waits", func(j *batch.GenericJob) bool {
-		c := conditionOf(j, batch.JobConditionRunning)
+		c := j.Status.Condition(batch.JobConditionRunning)
 		return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable &&
 			strings.Contains(c.Message, "worker-0") &&
 			(strings.Contains(c.Message, "minCount") || strings.Contains(c.Message, "Insufficient cpu"))
 	})
-	t.Logf("the job waits: %s", conditionOf(waiting, batch.JobConditionRunning).Message)
+	t.Logf("the job waits: %s", waiting.Status.Condition(batch.JobConditionRunning).Message)
 	nodes.add()
 	times := waitBound(t, ns, "whole-", 3)
 	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })

@@ -78,15 +78,6 @@ func inPhase(phase batch.JobPhase) func(*batch.GenericJob) bool {
 	return func(j *batch.GenericJob) bool { return j.Status.Phase == phase }
 }
 
-func conditionOf(job *batch.GenericJob, t batch.JobConditionType) batch.JobCondition {
-	for _, c := range job.Status.Conditions {
-		if c.Type == t {
-			return c
-		}
-	}
-	return batch.JobCondition{}
-}
-
 func podNames(t *testing.T, ns string) []string {
 	t.Helper()
 	pods, err := env.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
@@ -120,8 +111,8 @@ func TestGenericExample(t *testing.T) {
 			exits(&job.Spec.ReplicaSpecs[0], tc.exitCode, "2s")
 			createJob(t, ns, job)
 			running := waitJob(t, ns, job.Name, "running 4 replicas", func(j *batch.GenericJob) bool { return j.Status.Aggregate.Running == 4 })
-			if running.Status.Phase != batch.JobRunning || conditionOf(running, batch.JobConditionInitialized).Status != corev1.ConditionTrue {
-				t.Errorf("while running: phase %s, Initialized %+v", running.Status.Phase, conditionOf(running, batch.JobConditionInitialized))
+			if running.Status.Phase != batch.JobRunning || running.Status.Condition(batch.JobConditionInitialized).Status != corev1.ConditionTrue {
+				t.Errorf("while running: phase %s, Initialized %+v", running.Status.Phase, running.Status.Condition(batch.JobConditionInitialized))
 			}
 			done := waitJob(t, ns, job.Name, "ended", func(j *batch.GenericJob) bool {
 				return j.Status.Phase == batch.JobSucceeded || j.Status.Phase == batch.JobFailed
@@ -129,7 +120,7 @@ func TestGenericExample(t *testing.T) {
 			if done.Status.Phase != tc.phase {
 				t.Fatalf("phase %s, want %s", done.Status.Phase, tc.phase)
 			}
-			if c := conditionOf(done, tc.condition); c.Status != corev1.ConditionTrue || c.Message != tc.message {
+			if c := done.Status.Condition(tc.condition); c.Status != corev1.ConditionTrue || c.Message != tc.message {
 				t.Errorf("%s condition %+v, want True with %q", tc.condition, c, tc.message)
 			}
 			if len(done.Status.Tasks) != 1 || len(done.Status.Tasks[0].Replicas) != 4 || done.Status.Tasks[0].Replicas[0].Containers[0].ExitCode == nil {
@@ -156,7 +147,7 @@ func TestTFConfigExample(t *testing.T) {
 	job := readGenericJob(t, "generic-tf-config.yaml")
 	createJob(t, ns, job)
 	failed := waitJob(t, ns, job.Name, "failed", inPhase(batch.JobFailed))
-	c := conditionOf(failed, batch.JobConditionFailed)
+	c := failed.Status.Condition(batch.JobConditionFailed)
 	if c.Reason != "InvalidSpec" || !strings.Contains(c.Message, "$(service.worker[0].host) needs spec.service") {
 		t.Errorf("Failed condition %+v", c)
 	}
@@ -203,7 +194,7 @@ func TestReplicaFailsPastItsLimit(t *testing.T) {
 	if task.RestartCount != 2 || task.Replicas[0].RestartCount != 2 {
 		t.Errorf("restart count %d (replica %d), want 2", task.RestartCount, task.Replicas[0].RestartCount)
 	}
-	if c := conditionOf(failed, batch.JobConditionFailed); !strings.Contains(c.Message, "limit-worker-0 failed with exit code 3 and has no restart left") {
+	if c := failed.Status.Condition(batch.JobConditionFailed); !strings.Contains(c.Message, "limit-worker-0 failed with exit code 3 and has no restart left") {
 		t.Errorf("Failed condition %+v", c)
 	}
 }
@@ -221,7 +212,7 @@ func TestSuccessAndFailureRules(t *testing.T) {
 	}}
 	createJob(t, ns, job)
 	done := waitJob(t, ns, job.Name, "succeeded", inPhase(batch.JobSucceeded))
-	if c := conditionOf(done, batch.JobConditionCompleted); c.Message != `The job has finished successfully with rule: {"master": [0]}` {
+	if c := done.Status.Condition(batch.JobConditionCompleted); c.Message != `The job has finished successfully with rule: {"master": [0]}` {
 		t.Errorf("Completed %+v", c)
 	}
 }
@@ -243,15 +234,15 @@ func TestPauseAndResume(t *testing.T) {
 
 	setPause(t, ns, job.Name, true)
 	paused := waitJob(t, ns, job.Name, "paused with every replica gone", func(j *batch.GenericJob) bool {
-		return j.Status.Phase == batch.JobPaused && conditionOf(j, batch.JobConditionPaused).Status == corev1.ConditionTrue && len(podNames(t, ns)) == 0
+		return j.Status.Phase == batch.JobPaused && j.Status.ConditionTrue(batch.JobConditionPaused) && len(podNames(t, ns)) == 0
 	})
-	if c := conditionOf(paused, batch.JobConditionRunning); c.Status != corev1.ConditionFalse {
+	if c := paused.Status.Condition(batch.JobConditionRunning); c.Status != corev1.ConditionFalse {
 		t.Errorf("Running condition of a paused job: %+v", c)
 	}
 
 	setPause(t, ns, job.Name, false)
 	resumed := waitJob(t, ns, job.Name, "running again", inPhase(batch.JobRunning))
-	if c := conditionOf(resumed, batch.JobConditionPaused); c.Status != corev1.ConditionFalse || c.Reason != "Resumed" {
+	if c := resumed.Status.Condition(batch.JobConditionPaused); c.Status != corev1.ConditionFalse || c.Reason != "Resumed" {
 		t.Errorf("Paused condition after resume: %+v", c)
 	}
 	pod, err := env.kube.CoreV1().Pods(ns).Get(context.Background(), "pause-worker-1", metav1.GetOptions{})
@@ -289,7 +280,7 @@ func TestDebugMode(t *testing.T) {
 	if got := pod.Spec.Containers[0].Command; strings.Join(got, " ") != "sleep inf" {
 		t.Errorf("debug command %v, want sleep inf", got)
 	}
-	if j := getJob(t, ns, job.Name); j.Status.Phase != batch.JobRunning || conditionOf(j, batch.JobConditionCompleted).Status == corev1.ConditionTrue {
+	if j := getJob(t, ns, job.Name); j.Status.Phase != batch.JobRunning || j.Status.ConditionTrue(batch.JobConditionCompleted) {
 		t.Errorf("a debug job ended: phase %s", j.Status.Phase)
 	}
 }

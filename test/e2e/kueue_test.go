@@ -235,10 +235,6 @@ func workloadOf(t *testing.T, client kueueclient.Interface, ns, name string) *ku
 	return wl
 }
 
-func runningReason(j *batch.GenericJob) string {
-	return conditionOf(j, batch.JobConditionRunning).Reason
-}
-
 // TestKueueAbsentJobWaits: on a cluster without Kueue a job that asks for a queue creates
 // nothing and says why; once Kueue runs (and the controller restarted), it is admitted and
 // runs. (Skipped when Kueue runs already.)
@@ -249,8 +245,10 @@ func TestKueueAbsentJobWaits(t *testing.T) {
 	ns := namespace(t)
 	job := queuedJob("early", ns, 2, "1s")
 	createJob(t, ns, job)
-	got := waitJob(t, ns, job.Name, "waiting for Kueue", func(j *batch.GenericJob) bool { return runningReason(j) == "KueueNotInstalled" })
-	if msg := conditionOf(got, batch.JobConditionRunning).Message; !strings.Contains(msg, ns) || !strings.Contains(msg, "install Kueue") {
+	got := waitJob(t, ns, job.Name, "waiting for Kueue", func(j *batch.GenericJob) bool {
+		return j.Status.Condition(batch.JobConditionRunning).Reason == "KueueNotInstalled"
+	})
+	if msg := got.Status.Condition(batch.JobConditionRunning).Message; !strings.Contains(msg, ns) || !strings.Contains(msg, "install Kueue") {
 		t.Errorf("Running condition %q: want the queue named and the fix", msg)
 	}
 	if names := podNames(t, ns); len(names) != 0 {
@@ -273,7 +271,8 @@ func TestKueueQuotaFitsOneJob(t *testing.T) {
 	waitJob(t, ns, first.Name, "running", inPhase(batch.JobRunning))
 	createJob(t, ns, second)
 	waiting := waitJob(t, ns, second.Name, "queued for want of quota", func(j *batch.GenericJob) bool {
-		return runningReason(j) == "Queued" && strings.Contains(conditionOf(j, batch.JobConditionRunning).Message, "quota")
+		running := j.Status.Condition(batch.JobConditionRunning)
+		return running.Reason == "Queued" && strings.Contains(running.Message, "quota")
 	})
 	if waiting.Status.Phase != batch.JobPending {
 		t.Errorf("queued job's phase %s, want Pending", waiting.Status.Phase)
@@ -352,7 +351,9 @@ value: 1000`, ns))
 	high.Labels[kueue.LabelPriorityClass] = ns + "-high"
 	createJob(t, ns, high)
 	highUID := string(getJob(t, ns, high.Name).UID)
-	preempted := waitJob(t, ns, low.Name, "preempted", func(j *batch.GenericJob) bool { return runningReason(j) == "Preempted" })
+	preempted := waitJob(t, ns, low.Name, "preempted", func(j *batch.GenericJob) bool {
+		return j.Status.Condition(batch.JobConditionRunning).Reason == "Preempted"
+	})
 	if preempted.Status.Phase != batch.JobPending {
 		t.Errorf("preempted job's phase %s, want Pending", preempted.Status.Phase)
 	}
@@ -361,7 +362,7 @@ value: 1000`, ns))
 	if wl := workloadOf(t, client, ns, "genericjob-high"); wl.Labels[kueue.LabelJobUID] != highUID {
 		t.Errorf("the high Workload's labels %v, want %s: %s", wl.Labels, kueue.LabelJobUID, highUID)
 	}
-	msg := conditionOf(preempted, batch.JobConditionRunning).Message
+	msg := preempted.Status.Condition(batch.JobConditionRunning).Message
 	for _, want := range []string{"JobUID: " + highUID + ")", "GenericJob " + ns + "/high took its place."} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("the preempted job's Running message %q does not say %q", msg, want)
@@ -402,7 +403,8 @@ func TestKueuePriorityClassCreatedLater(t *testing.T) {
 	job.Labels[kueue.LabelPriorityClass] = ns + "-later"
 	createJob(t, ns, job)
 	waitJob(t, ns, job.Name, "waiting for its priority class", func(j *batch.GenericJob) bool {
-		return runningReason(j) == "Queued" && strings.Contains(conditionOf(j, batch.JobConditionRunning).Message, `WorkloadPriorityClass "`+ns+`-later"`)
+		running := j.Status.Condition(batch.JobConditionRunning)
+		return running.Reason == "Queued" && strings.Contains(running.Message, `WorkloadPriorityClass "`+ns+`-later"`)
 	})
 	if _, err := client.KueueV1beta2().Workloads(ns).Get(context.Background(), "genericjob-later", metav1.GetOptions{}); err == nil {
 		t.Fatal("a Workload was made before its priority class existed")
@@ -452,7 +454,7 @@ func TestKueueQuotaKeptWhileWorkersRun(t *testing.T) {
 	phase := func(phases ...batch.JobPhase) func(*batch.JobStatus) bool {
 		return func(s *batch.JobStatus) bool { return slices.Contains(phases, s.Phase) }
 	}
-	queued := func(s *batch.JobStatus) bool { return conditionIn(s, batch.JobConditionRunning).Reason == "Queued" }
+	queued := func(s *batch.JobStatus) bool { return s.Condition(batch.JobConditionRunning).Reason == "Queued" }
 
 	create("first", false)
 	waitStatus(t, "first running", mpiStatus(ns, "first"), phase(batch.JobRunning, batch.JobSucceeded))
@@ -528,8 +530,8 @@ func TestKueueMissingLocalQueue(t *testing.T) {
 	job := queuedJob("lost", ns, 2, "1s")
 	createJob(t, ns, job)
 	waitJob(t, ns, job.Name, "waiting for the missing LocalQueue", func(j *batch.GenericJob) bool {
-		msg := conditionOf(j, batch.JobConditionRunning).Message
-		return runningReason(j) == "Queued" && strings.Contains(msg, ns) && strings.Contains(msg, "doesn't exist")
+		running := j.Status.Condition(batch.JobConditionRunning)
+		return running.Reason == "Queued" && strings.Contains(running.Message, ns) && strings.Contains(running.Message, "doesn't exist")
 	})
 	if names := podNames(t, ns); len(names) != 0 {
 		t.Fatalf("pods %v of a job whose queue does not exist", names)
@@ -735,7 +737,8 @@ func TestKueuePodsReadyTimeoutEvicts(t *testing.T) {
 		return len(podNames(t, ns)) == 2, nil
 	})
 	evicted := waitJob(t, ns, job.Name, "evicted for want of ready pods", func(j *batch.GenericJob) bool {
-		return runningReason(j) == "Evicted" && strings.Contains(conditionOf(j, batch.JobConditionRunning).Message, "PodsReadyTimeout")
+		running := j.Status.Condition(batch.JobConditionRunning)
+		return running.Reason == "Evicted" && strings.Contains(running.Message, "PodsReadyTimeout")
 	})
 	if evicted.Status.Phase != batch.JobPending {
 		t.Errorf("evicted job's phase %s, want Pending", evicted.Status.Phase)

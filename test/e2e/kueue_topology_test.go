@@ -157,9 +157,9 @@ func TestKueueTopologyTooBig(t *testing.T) {
 	c := newTASCluster(t, map[string]int{"r1": 2, "r2": 2})
 	createJob(t, c.ns, c.tasJob("big", 3, map[string]string{kueue.AnnotationRequiredTopology: tasRackKey}))
 	j := waitJob(t, c.ns, "big", "queued with Kueue's topology message", func(j *batch.GenericJob) bool {
-		return strings.Contains(conditionOf(j, batch.JobConditionRunning).Message, "allows to fit only 2 out of 3 pod(s)")
+		return strings.Contains(j.Status.Condition(batch.JobConditionRunning).Message, "allows to fit only 2 out of 3 pod(s)")
 	})
-	if running := conditionOf(j, batch.JobConditionRunning); j.Status.Phase != batch.JobPending || running.Reason != "Queued" {
+	if running := j.Status.Condition(batch.JobConditionRunning); j.Status.Phase != batch.JobPending || running.Reason != "Queued" {
 		t.Errorf("phase %s, Running %+v: want Pending, Queued", j.Status.Phase, running)
 	}
 	if pods := jobPods(t, c.ns, "big-"); len(pods) != 0 {

@@ -43,7 +43,7 @@ func TestLargestJob(t *testing.T) {
 	})
 	t.Logf("%d replicas Running in %s", admission.MaxReplicas, time.Since(start).Round(100*time.Millisecond))
 
-	if c := conditionOf(running, batch.JobConditionRunning); c.Status != corev1.ConditionTrue {
+	if c := running.Status.Condition(batch.JobConditionRunning); c.Status != corev1.ConditionTrue {
 		t.Errorf("Running condition %+v", c)
 	}
 	if a := running.Status.Aggregate; a.Running != admission.MaxReplicas {

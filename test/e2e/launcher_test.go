@@ -36,15 +36,6 @@ func waitStatus(t *testing.T, what string, get func(ctx context.Context) (*batch
 	return s
 }
 
-func conditionIn(s *batch.JobStatus, t batch.JobConditionType) batch.JobCondition {
-	for _, c := range s.Conditions {
-		if c.Type == t {
-			return c
-		}
-	}
-	return batch.JobCondition{}
-}
-
 func mpiStatus(ns, name string) func(context.Context) (*batch.JobStatus, error) {
 	return func(ctx context.Context) (*batch.JobStatus, error) {
 		j, err := env.jobs.BatchV1beta1().MPIJobs(ns).Get(ctx, name, metav1.GetOptions{})
@@ -78,7 +69,7 @@ func TestMPIExample(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := waitStatus(t, "the outcome", mpiStatus(ns, job.Name), func(s *batch.JobStatus) bool { return s.Phase == tc.phase })
-			if c := conditionIn(s, tc.cond); c.Status != corev1.ConditionTrue || !strings.HasPrefix(c.Message, tc.message) {
+			if c := s.Condition(tc.cond); c.Status != corev1.ConditionTrue || !strings.HasPrefix(c.Message, tc.message) {
 				t.Errorf("%s condition %+v, want %q", tc.cond, c, tc.message)
 			}
 			if len(s.Tasks) != 2 || s.Tasks[0].Type != "launcher" || s.Tasks[1].Type != "worker" || len(s.Tasks[1].Replicas) != 5 {
@@ -127,7 +118,7 @@ func TestColossalAIExample(t *testing.T) {
 				}
 				return &j.Status, nil
 			}, func(s *batch.JobStatus) bool { return s.Phase == tc.phase })
-			if c := conditionIn(s, tc.cond); c.Status != corev1.ConditionTrue {
+			if c := s.Condition(tc.cond); c.Status != corev1.ConditionTrue {
 				t.Errorf("%s %+v", tc.cond, c)
 			}
 			if names := podNames(t, ns); len(names) != 3 {
@@ -159,7 +150,7 @@ func TestMPIPauseAndResume(t *testing.T) {
 	}
 	patch("true")
 	waitStatus(t, "paused", mpiStatus(ns, job.Name), func(s *batch.JobStatus) bool {
-		return s.Phase == batch.JobPaused && conditionIn(s, batch.JobConditionPaused).Reason == "Paused"
+		return s.Phase == batch.JobPaused && s.Condition(batch.JobConditionPaused).Reason == "Paused"
 	})
 	waitFor(t, "no pod left", jobTimeout, func(context.Context) (bool, error) { return len(podNames(t, ns)) == 0, nil })
 	if _, err := env.kube.CoreV1().Secrets(ns).Get(ctx, "mpi-example-ssh", metav1.GetOptions{}); err != nil {

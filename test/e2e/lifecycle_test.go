@@ -153,7 +153,7 @@ func TestStartupDeadline(t *testing.T) {
 	}}
 	createJob(t, ns, job)
 	failed := waitJob(t, ns, job.Name, "Failed", inPhase(batch.JobFailed))
-	c := conditionOf(failed, batch.JobConditionFailed)
+	c := failed.Status.Condition(batch.JobConditionFailed)
 	if c.Reason != "StartupDeadlineExceeded" {
 		t.Errorf("Failed condition reason %q, want StartupDeadlineExceeded", c.Reason)
 	}

@@ -257,7 +257,7 @@ func TestMultiKueueWithoutManagedBy(t *testing.T) {
 	job.Spec.ManagedBy = ""
 	createJob(t, ns, job)
 	done := waitJob(t, ns, job.Name, "Failed", inPhase(batch.JobFailed))
-	failed := conditionOf(done, batch.JobConditionFailed)
+	failed := done.Status.Condition(batch.JobConditionFailed)
 	t.Logf("Failed %s: %s", failed.Reason, failed.Message)
 	if failed.Reason != "InvalidSpec" || !strings.Contains(failed.Message, "spec.managedBy: "+batch.MultiKueueControllerName) {
 		t.Errorf("Failed %s: %q; want InvalidSpec, naming spec.managedBy: %s", failed.Reason, failed.Message, batch.MultiKueueControllerName)

@@ -548,7 +548,7 @@ func TestMultiKueueWaitingAndPaused(t *testing.T) {
 	workers := useMultiKueue(t)
 	ns := mkNamespace(t, workers)
 	queued := func(j *batch.GenericJob) bool {
-		c := conditionOf(j, batch.JobConditionRunning)
+		c := j.Status.Condition(batch.JobConditionRunning)
 		return j.Status.Phase == batch.JobPending && c.Reason == "Queued" && strings.Contains(c.Message, "quota")
 	}
 	// More CPU than the manager's queue has: Kueue keeps it there.
@@ -556,7 +556,7 @@ func TestMultiKueueWaitingAndPaused(t *testing.T) {
 	big.Spec.ReplicaSpecs[0].Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("600")}
 	createJob(t, ns, big)
 	j := waitJob(t, ns, big.Name, "Pending, saying the quota is short", queued)
-	t.Logf("the manager's job waits: %s", conditionOf(j, batch.JobConditionRunning).Message)
+	t.Logf("the manager's job waits: %s", j.Status.Condition(batch.JobConditionRunning).Message)
 
 	job := multiKueueJob("mk-pause", 1) // runs until deleted
 	createJob(t, ns, job)

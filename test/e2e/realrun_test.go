@@ -220,7 +220,7 @@ func TestRealMPIJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	failed := waitStatus(t, "failure", mpiStatus(ns, "mpi-fails"), func(s *batch.JobStatus) bool { return s.Phase == batch.JobFailed || s.Phase == batch.JobSucceeded })
-	if c := conditionIn(failed, batch.JobConditionFailed); failed.Phase != batch.JobFailed || !strings.Contains(c.Message, "mpi-fails-launcher failed with exit code 3") {
+	if c := failed.Condition(batch.JobConditionFailed); failed.Phase != batch.JobFailed || !strings.Contains(c.Message, "mpi-fails-launcher failed with exit code 3") {
 		t.Errorf("phase %s, Failed condition %+v", failed.Phase, c)
 	}
 }

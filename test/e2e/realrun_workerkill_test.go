@@ -46,7 +46,7 @@ func TestRealMPIWorkerKilled(t *testing.T) {
 	s := waitStatus(t, "the job's end", mpiStatus(ns, job.Name), func(s *batch.JobStatus) bool {
 		return s.Phase == batch.JobFailed || s.Phase == batch.JobSucceeded
 	})
-	c := conditionIn(s, batch.JobConditionFailed)
+	c := s.Condition(batch.JobConditionFailed)
 	if s.Phase != batch.JobFailed || !strings.Contains(c.Message, "worker mpi-killed-worker-1 failed with exit code 137") {
 		t.Errorf("phase %s, Failed condition %q: want the killed worker named as the cause", s.Phase, c.Message)
 	}

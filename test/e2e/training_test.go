@@ -65,7 +65,7 @@ func TestTensorFlowExample(t *testing.T) {
 		return true, nil
 	})
 	s := waitStatus(t, "success", tfStatus(ns, job.Name), func(s *batch.JobStatus) bool { return s.Phase == batch.JobSucceeded })
-	if c := conditionIn(s, batch.JobConditionCompleted); !strings.Contains(c.Message, "tensorflow-example-worker-0 succeeded") {
+	if c := s.Condition(batch.JobConditionCompleted); !strings.Contains(c.Message, "tensorflow-example-worker-0 succeeded") {
 		t.Errorf("Completed %+v", c)
 	}
 }
@@ -91,7 +91,7 @@ func TestExitCodeRestarts(t *testing.T) {
 			if got := s.Tasks[0].RestartCount; got != tc.restarts {
 				t.Errorf("restarts %d, want %d", got, tc.restarts)
 			}
-			if c := conditionIn(s, batch.JobConditionFailed); !strings.Contains(c.Message, "exits-worker-0 (the main replica) failed with exit code "+tc.code) {
+			if c := s.Condition(batch.JobConditionFailed); !strings.Contains(c.Message, "exits-worker-0 (the main replica) failed with exit code "+tc.code) {
 				t.Errorf("Failed %+v", c)
 			}
 		})
@@ -110,7 +110,7 @@ func TestDeadlineExceeded(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := waitStatus(t, "the deadline", tfStatus(ns, job.Name), func(s *batch.JobStatus) bool { return s.Phase == batch.JobFailed })
-	if c := conditionIn(s, batch.JobConditionFailed); c.Reason != "DeadlineExceeded" || !strings.Contains(c.Message, "activeDeadlineSeconds (3 s)") {
+	if c := s.Condition(batch.JobConditionFailed); c.Reason != "DeadlineExceeded" || !strings.Contains(c.Message, "activeDeadlineSeconds (3 s)") {
 		t.Errorf("Failed %+v", c)
 	}
 	if s.StartTime == nil {

@@ -22,7 +22,7 @@ const waitSaysWhy = 5 * time.Second
 func waitingSaid(t *testing.T, ns, name string, since time.Time, reason, text string, replicas ...string) batch.JobCondition {
 	t.Helper()
 	says := func(j *batch.GenericJob) bool {
-		c := conditionOf(j, batch.JobConditionRunning)
+		c := j.Status.Condition(batch.JobConditionRunning)
 		if c.Status != corev1.ConditionFalse || c.Reason != reason || !strings.Contains(c.Message, text) {
 			return false
 		}
@@ -33,7 +33,7 @@ func waitingSaid(t *testing.T, ns, name string, since time.Time, reason, text st
 		}
 		return true
 	}
-	running := conditionOf(waitJob(t, ns, name, "saying why its replicas wait", says), batch.JobConditionRunning)
+	running := waitJob(t, ns, name, "saying why its replicas wait", says).Status.Condition(batch.JobConditionRunning)
 	took := time.Since(since)
 	if took > waitSaysWhy {
 		t.Errorf("the job said why its replicas wait %s after they began to, want within %s", took.Round(100*time.Millisecond), waitSaysWhy)
@@ -60,7 +60,7 @@ func TestWaitingUnschedulable(t *testing.T) {
 		return strings.Contains(eventsOf(t, ns, job.Name), "Unschedulable: worker-0, worker-1: "), nil
 	})
 	time.Sleep(3 * time.Second) // syncs come and go; the status and the event stay as they are
-	if again := conditionOf(getJob(t, ns, job.Name), batch.JobConditionRunning); again.Message != running.Message {
+	if again := getJob(t, ns, job.Name).Status.Condition(batch.JobConditionRunning); again.Message != running.Message {
 		t.Errorf("the Running message changed while nothing did: %q, then %q", running.Message, again.Message)
 	}
 	if n := strings.Count(eventsOf(t, ns, job.Name), "Unschedulable:"); n != 1 {

@@ -40,22 +40,6 @@ func skipWithoutGangs(t *testing.T) {
 	}
 }
 
-// jobPods are the pods of ns whose names start with prefix, not being deleted.
-func jobPods(t *testing.T, ns, prefix string) []corev1.Pod {
-	t.Helper()
-	list, err := env.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pods []corev1.Pod
-	for _, p := range list.Items {
-		if strings.HasPrefix(p.Name, prefix) && p.DeletionTimestamp == nil {
-			pods = append(pods, p)
-		}
-	}
-	return pods
-}
-
 // heldBack reports whether the scheduler tried the pod and did not bind it.
 func heldBack(p corev1.Pod) bool {
 	return p.Spec.NodeName == "" && slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
@@ -100,35 +84,6 @@ func waitBound(t *testing.T, ns, prefix string, n int) []time.Time {
 		return len(times) == n, nil
 	})
 	return times
-}
-
-// jobEvent waits for an event of the job with the given reason, and returns its message.
-func jobEvent(t *testing.T, ns, job, reason string) string {
-	t.Helper()
-	var message string
-	waitFor(t, "a "+reason+" event of "+job, jobTimeout, func(ctx context.Context) (bool, error) {
-		list, err := env.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, e := range list.Items {
-			if e.InvolvedObject.Name == job && e.Reason == reason {
-				message = e.Message
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return message
-}
-
-// deleteJob deletes a GenericJob and waits for its pods to go.
-func deleteJob(t *testing.T, ns, name string) {
-	t.Helper()
-	if err := env.jobs.BatchV1beta1().GenericJobs(ns).Delete(context.Background(), name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, name+"'s pods gone", jobTimeout, func(context.Context) (bool, error) { return len(jobPods(t, ns, name+"-")) == 0, nil })
 }
 
 // TestGangGenericJob: a job of 3 replicas of 3 CPUs asked to start whole, on 2 nodes of 4

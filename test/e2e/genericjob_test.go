@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,14 +17,6 @@ import (
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
 
-// Pod annotations the local cluster's kwok reads (docs/testing.md, "Fake nodes").
-const (
-	exitCodeAnnotation = "test.batch.tensorstack.dev/exit-code"
-	runTimeAnnotation  = "test.batch.tensorstack.dev/run-time"
-)
-
-const jobTimeout = 60 * time.Second
-
 func readGenericJob(t *testing.T, name string) *batch.GenericJob {
 	t.Helper()
 	job := &batch.GenericJob{}
@@ -33,64 +24,6 @@ func readGenericJob(t *testing.T, name string) *batch.GenericJob {
 		t.Fatal(err)
 	}
 	return job
-}
-
-// exits makes every pod of a replica spec end with code after runTime.
-func exits(r *batch.GenericReplicaSpec, code int, runTime string) {
-	r.Template.Annotations = map[string]string{exitCodeAnnotation: fmt.Sprint(code), runTimeAnnotation: runTime}
-}
-
-func replica(name, image string) batch.GenericReplicaSpec {
-	return batch.GenericReplicaSpec{Type: name, Replicas: ptr.To[int32](1), Template: corev1.PodTemplateSpec{
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: image, Command: []string{"train"}}}},
-	}}
-}
-
-func createJob(t *testing.T, ns string, job *batch.GenericJob) {
-	t.Helper()
-	if _, err := env.jobs.BatchV1beta1().GenericJobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func getJob(t *testing.T, ns, name string) *batch.GenericJob {
-	t.Helper()
-	job, err := env.jobs.BatchV1beta1().GenericJobs(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return job
-}
-
-// waitJob waits until the job satisfies cond and returns it.
-func waitJob(t *testing.T, ns, name, what string, cond func(*batch.GenericJob) bool) *batch.GenericJob {
-	t.Helper()
-	var job *batch.GenericJob
-	waitFor(t, name+" "+what, jobTimeout, func(ctx context.Context) (bool, error) {
-		var err error
-		job, err = env.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, name, metav1.GetOptions{})
-		return err == nil && cond(job), nil
-	})
-	return job
-}
-
-func inPhase(phase batch.JobPhase) func(*batch.GenericJob) bool {
-	return func(j *batch.GenericJob) bool { return j.Status.Phase == phase }
-}
-
-func podNames(t *testing.T, ns string) []string {
-	t.Helper()
-	pods, err := env.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil {
-			names = append(names, p.Name)
-		}
-	}
-	return names
 }
 
 // TestGenericExample: the documented example runs 4 workers; its rules end it when worker 0
@@ -251,14 +184,6 @@ func TestPauseAndResume(t *testing.T) {
 	}
 	if got := pod.Spec.Containers[0].Command; len(got) != 1 || got[0] != "/usr/bin/sshd" || len(pod.Spec.InitContainers) != 0 {
 		t.Errorf("resumed pod: command %v, init containers %d", got, len(pod.Spec.InitContainers))
-	}
-}
-
-func setPause(t *testing.T, ns, name string, enabled bool) {
-	t.Helper()
-	patch := fmt.Sprintf(`{"spec":{"runMode":{"pause":{"enabled":%v}}}}`, enabled)
-	if _, err := env.jobs.BatchV1beta1().GenericJobs(ns).Patch(context.Background(), name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
 	}
 }
 

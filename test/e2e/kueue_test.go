@@ -508,20 +508,6 @@ func TestKueueQuotaKeptWhileWorkersRun(t *testing.T) {
 	}
 }
 
-// eventsOf lists the reasons and messages of an object's events.
-func eventsOf(t *testing.T, ns, name string) string {
-	t.Helper()
-	list, err := env.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	for _, e := range list.Items {
-		lines = append(lines, e.Reason+": "+e.Message)
-	}
-	return strings.Join(lines, "\n")
-}
-
 // TestKueueMissingLocalQueue: a job in a LocalQueue that does not exist waits, its condition
 // naming the queue, and starts once the queue is created.
 func TestKueueMissingLocalQueue(t *testing.T) {

@@ -6,45 +6,11 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/t9k-jobs/t9k-jobs/examples"
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
-
-// The local cluster's launcher annotations (docs/testing.md, "Fake nodes"): workers run until deleted, the
-// launcher ends as these say.
-const (
-	launcherExitCode = "test.batch.tensorstack.dev/launcher-exit-code"
-	launcherRunTime  = "test.batch.tensorstack.dev/launcher-run-time"
-)
-
-func launcherExits(t *corev1.PodTemplateSpec, code string) {
-	t.Annotations = map[string]string{launcherExitCode: code, launcherRunTime: "1s"}
-}
-
-func waitStatus(t *testing.T, what string, get func(ctx context.Context) (*batch.JobStatus, error), cond func(*batch.JobStatus) bool) *batch.JobStatus {
-	t.Helper()
-	var s *batch.JobStatus
-	waitFor(t, what, jobTimeout, func(ctx context.Context) (bool, error) {
-		var err error
-		s, err = get(ctx)
-		return err == nil && cond(s), nil
-	})
-	return s
-}
-
-func mpiStatus(ns, name string) func(context.Context) (*batch.JobStatus, error) {
-	return func(ctx context.Context) (*batch.JobStatus, error) {
-		j, err := env.jobs.BatchV1beta1().MPIJobs(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		return &j.Status, nil
-	}
-}
 
 // TestMPIExample: the documented MPIJob ends as its launcher does; cleanUpWorkers removes the
 // workers and keeps the launcher; `kubectl get mj` shows the launcher's progress.
@@ -163,37 +129,4 @@ func TestMPIPauseAndResume(t *testing.T) {
 	waitStatus(t, "running again", mpiStatus(ns, job.Name), func(s *batch.JobStatus) bool {
 		return s.Phase == batch.JobRunning && s.Tasks[0].Replicas[0].Phase == batch.ReplicaRunning
 	})
-}
-
-// boundClaim makes a PersistentVolumeClaim of a namespace, bound by the cluster to a volume
-// made for it (pods that mount it can then be scheduled).
-func boundClaim(t *testing.T, ns, name string) {
-	t.Helper()
-	boundClaimOn(t, env.kube, ns, name)
-}
-
-// boundClaimOn is boundClaim on the cluster of kube.
-func boundClaimOn(t *testing.T, kube kubernetes.Interface, ns, name string) {
-	t.Helper()
-	ctx := context.Background()
-	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Spec: corev1.PersistentVolumeSpec{
-		Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-		AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-		PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + ns + "-" + name}},
-		ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: name},
-		PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-	}}
-	if _, err := kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = kube.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
-	})
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
-		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}, StorageClassName: new(string), VolumeName: pv.Name,
-		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-	}}
-	if _, err := kube.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,18 +21,6 @@ import (
 
 // The lifecycle controls every kind shares (docs/lifecycle.md), on kwok's nodes: TTL after
 // finished, the start deadline, and disruptions that are not failures.
-
-// waitDeleted waits until the job is gone and returns when the test first saw it gone.
-func waitDeleted(t *testing.T, ns, name string, timeout time.Duration) time.Time {
-	t.Helper()
-	var gone time.Time
-	waitFor(t, name+" deleted", timeout, func(ctx context.Context) (bool, error) {
-		_, err := env.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, name, metav1.GetOptions{})
-		gone = time.Now()
-		return apierrors.IsNotFound(err), nil
-	})
-	return gone
-}
 
 // childrenLeft lists the pods and Services of the namespace that are not being deleted.
 func childrenLeft(t *testing.T, ns string) []string {
@@ -205,18 +192,6 @@ func endPodAs(t *testing.T, ns, name string, phase corev1.PodPhase, code int32, 
 		t.Fatal(err)
 	}
 	return uid
-}
-
-// replicaStatusOf is a replica's entry in a GenericJob's status.
-func replicaStatusOf(j *batch.GenericJob, name string) batch.ReplicaStatus {
-	for _, task := range j.Status.Tasks {
-		for _, r := range task.Replicas {
-			if r.Name == name {
-				return r
-			}
-		}
-	}
-	return batch.ReplicaStatus{}
 }
 
 // replacedAfterDisruption waits until the replica's pod is a new one, running, with one more

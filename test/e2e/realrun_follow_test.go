@@ -2,14 +2,12 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
@@ -79,20 +77,4 @@ func TestRealMPIJobResizedWhilePaused(t *testing.T) {
 	if _, err := env.kube.CoreV1().Pods(ns).Get(context.Background(), "mpi-resized-worker-2", metav1.GetOptions{}); err == nil {
 		t.Error("a third worker exists after the resize")
 	}
-}
-
-// exampleMPIJob is the MPIJob of examples/mpi under another name (its script's ConfigMap comes
-// with `kubectl apply -k examples/mpi`).
-func exampleMPIJob(t *testing.T, name string) *batch.MPIJob {
-	t.Helper()
-	job := &batch.MPIJob{}
-	data, err := os.ReadFile(filepath.Join(repoRoot, "examples", "mpi", "allreduce.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.UnmarshalStrict(data, job); err != nil {
-		t.Fatal(err)
-	}
-	job.Name = name
-	return job
 }

@@ -14,20 +14,6 @@ import (
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
 
-func tfStatus(ns, name string) func(context.Context) (*batch.JobStatus, error) {
-	return func(ctx context.Context) (*batch.JobStatus, error) {
-		j, err := env.jobs.BatchV1beta1().TensorFlowTrainingJobs(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		return &j.Status.JobStatus, nil
-	}
-}
-
-func annotate(t *corev1.PodTemplateSpec, code, runTime string) {
-	t.Annotations = map[string]string{exitCodeAnnotation: code, runTimeAnnotation: runTime}
-}
-
 // TestTensorFlowExample: the documented example's worker 0 (there is no chief) ends the job
 // Succeeded; every replica has TF_CONFIG naming the 4 workers.
 func TestTensorFlowExample(t *testing.T) {

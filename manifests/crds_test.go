@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/t9k-jobs/t9k-jobs/examples"
-	"github.com/t9k-jobs/t9k-jobs/test/admission"
+	"github.com/t9k-jobs/t9k-jobs/test/apivalidation"
 )
 
 var wantNames = map[string]struct {
@@ -152,11 +152,11 @@ func TestExamplesAdmitted(t *testing.T) {
 	}
 }
 
-// TestAdmissionRules checks every case of test/admission offline; the end-to-end tests
+// TestAdmissionRules checks every case of test/apivalidation offline; the end-to-end tests
 // check the same cases on a real API server.
 func TestAdmissionRules(t *testing.T) {
 	byKind := crdsByKind(t)
-	for _, tc := range admission.Cases {
+	for _, tc := range apivalidation.Cases {
 		t.Run(tc.Name, func(t *testing.T) {
 			obj, err := tc.Object()
 			if err != nil {
@@ -178,7 +178,7 @@ func TestAdmissionRules(t *testing.T) {
 
 func TestAdmissionUpdateRules(t *testing.T) {
 	byKind := crdsByKind(t)
-	for _, tc := range admission.UpdateCases() {
+	for _, tc := range apivalidation.UpdateCases() {
 		t.Run(tc.Name, func(t *testing.T) {
 			old, updated, err := tc.Objects()
 			if err != nil {

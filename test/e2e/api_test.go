@@ -18,7 +18,7 @@ import (
 	"github.com/t9k-jobs/t9k-jobs/examples"
 	"github.com/t9k-jobs/t9k-jobs/manifests"
 	batchv1beta1 "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
-	"github.com/t9k-jobs/t9k-jobs/test/admission"
+	"github.com/t9k-jobs/t9k-jobs/test/apivalidation"
 )
 
 // TestCRDsInstalledWithClientSideApply: TestMain installed the CRDs with plain `kubectl apply`,
@@ -70,11 +70,11 @@ func resourceOf(obj map[string]any) schema.GroupVersionResource {
 	return batchv1beta1.SchemeGroupVersion.WithResource(strings.ToLower(kind) + "s")
 }
 
-// TestAdmissionRulesOnServer runs every case of test/admission against the API server, with
+// TestAdmissionRulesOnServer runs every case of test/apivalidation against the API server, with
 // strict field validation as kubectl asks for it.
 func TestAdmissionRulesOnServer(t *testing.T) {
 	ns := namespace(t)
-	for _, tc := range admission.Cases {
+	for _, tc := range apivalidation.Cases {
 		t.Run(tc.Name, func(t *testing.T) {
 			obj, err := tc.Object()
 			if err != nil {
@@ -116,7 +116,7 @@ func TestMisplacedContainersWithoutStrictValidation(t *testing.T) {
 func TestUpdateRulesOnServer(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
-	for i, tc := range admission.UpdateCases() {
+	for i, tc := range apivalidation.UpdateCases() {
 		t.Run(tc.Name, func(t *testing.T) {
 			old, updated, err := tc.Objects()
 			if err != nil {

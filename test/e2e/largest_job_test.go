@@ -14,10 +14,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
-	"github.com/t9k-jobs/t9k-jobs/test/admission"
+	"github.com/t9k-jobs/t9k-jobs/test/apivalidation"
 )
 
-// TestLargestJob: the largest GenericJob the CRD admits (admission.MaxReplicas replicas, the
+// TestLargestJob: the largest GenericJob the CRD admits (apivalidation.MaxReplicas replicas, the
 // longest name) runs on the kwok nodes and reaches Running with every replica in its status:
 // the controller could write that status. The job is then deleted with its pods, so that the
 // tests after it do not wait on them.
@@ -27,7 +27,7 @@ func TestLargestJob(t *testing.T) {
 	// The longest name the CRD allows: <name>-worker-<rank> fits in 63 characters.
 	name := "largest-" + strings.Repeat("j", 63-len("largest-")-len("-worker-")-len("749"))
 	r := replica("worker", "trainer")
-	r.Replicas = ptr.To[int32](admission.MaxReplicas)
+	r.Replicas = ptr.To[int32](apivalidation.MaxReplicas)
 	job := &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: batch.GenericJobSpec{ReplicaSpecs: []batch.GenericReplicaSpec{r}}}
 
 	start := time.Now()
@@ -35,19 +35,19 @@ func TestLargestJob(t *testing.T) {
 	var running *batch.GenericJob
 	waitFor(t, name+" running with every replica in its status", 90*time.Second, func(ctx context.Context) (bool, error) {
 		j, err := env.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil || j.Status.Phase != batch.JobRunning || len(j.Status.Tasks) != 1 || len(j.Status.Tasks[0].Replicas) != admission.MaxReplicas {
+		if err != nil || j.Status.Phase != batch.JobRunning || len(j.Status.Tasks) != 1 || len(j.Status.Tasks[0].Replicas) != apivalidation.MaxReplicas {
 			return false, nil
 		}
 		running = j
 		return true, nil
 	})
-	t.Logf("%d replicas Running in %s", admission.MaxReplicas, time.Since(start).Round(100*time.Millisecond))
+	t.Logf("%d replicas Running in %s", apivalidation.MaxReplicas, time.Since(start).Round(100*time.Millisecond))
 
 	if c := running.Status.Condition(batch.JobConditionRunning); c.Status != corev1.ConditionTrue {
 		t.Errorf("Running condition %+v", c)
 	}
-	if a := running.Status.Aggregate; a.Running != admission.MaxReplicas {
-		t.Errorf("aggregate %+v, want %d running", a, admission.MaxReplicas)
+	if a := running.Status.Aggregate; a.Running != apivalidation.MaxReplicas {
+		t.Errorf("aggregate %+v, want %d running", a, apivalidation.MaxReplicas)
 	}
 	for rank, rs := range running.Status.Tasks[0].Replicas {
 		if want := fmt.Sprintf("%s-worker-%d", name, rank); rs.Name != want || rs.UID == "" || rs.Phase != batch.ReplicaRunning || rs.Node == "" ||
@@ -62,7 +62,7 @@ func TestLargestJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	status, _ := json.Marshal(running.Status)
-	entry, _ := json.Marshal(running.Status.Tasks[0].Replicas[admission.MaxReplicas-1])
+	entry, _ := json.Marshal(running.Status.Tasks[0].Replicas[apivalidation.MaxReplicas-1])
 	t.Logf("the job is %d bytes as the API server returns it; its status %d bytes; a running replica's entry %d bytes", len(raw), len(status), len(entry))
 
 	// Deleted with its pods: the garbage collector alone takes about 30 s for them.

@@ -1,4 +1,7 @@
-package admission
+// Package apivalidation holds the cases of the API server's validation of the CRDs, their
+// schema and CEL rules: objects it must accept or refuse. manifests' tests run them offline
+// through the API server's own validators, test/e2e on a real API server.
+package apivalidation
 
 import (
 	"fmt"

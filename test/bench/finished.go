@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
+	"github.com/t9k-jobs/t9k-jobs/test/harness"
 )
 
 // -finished N: does a cache full of finished jobs slow the controller down? Each round runs
@@ -116,7 +117,7 @@ func prefillFinished(ctx context.Context, c config, ctl *controllerProcess, admi
 
 // settleFinished waits until n jobs have Succeeded and the controller's queue has settled.
 func settleFinished(ctx context.Context, ctl *controllerProcess, jobs *tally, n int, timeout time.Duration) error {
-	err := waitFor(ctx, fmt.Sprintf("%d jobs to succeed", n), timeout, func() (bool, error) {
+	err := harness.WaitFor(ctx, fmt.Sprintf("%d jobs to succeed", n), 250*time.Millisecond, timeout, func(context.Context) (bool, error) {
 		if failed := jobs.failed.Load(); failed > 0 {
 			return false, fmt.Errorf("%d jobs failed", failed)
 		}

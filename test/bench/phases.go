@@ -9,20 +9,18 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"github.com/t9k-jobs/t9k-jobs/manifests"
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
 	"github.com/t9k-jobs/t9k-jobs/test/cluster"
+	"github.com/t9k-jobs/t9k-jobs/test/harness"
 )
 
 // rawPhase times the raw client-go loop on a fresh cluster of its own.
@@ -47,7 +45,7 @@ func rawPhase(ctx context.Context, c config, dir string) (phase, error) {
 // controller running; neither its time nor its requests count.
 func controllerPhase(ctx context.Context, c config, dir string, prepare func(context.Context, *controllerProcess, *rest.Config, kubernetes.Interface) error) (controllerRun, error) {
 	var r controllerRun
-	err := withCluster(ctx, c, dir, installCRDs, func(cl *cluster.Cluster, admin *rest.Config, kube kubernetes.Interface) error {
+	err := withCluster(ctx, c, dir, cluster.InstallCRDs, func(cl *cluster.Cluster, admin *rest.Config, kube kubernetes.Interface) error {
 		if c.queue != queueNone {
 			if err := startQueue(ctx, cl, kube, c.queue); err != nil {
 				return err
@@ -107,23 +105,6 @@ func withCluster(ctx context.Context, c config, dir string, setup func(context.C
 	return f(cl, admin, kubernetes.NewForConfigOrDie(admin))
 }
 
-func installCRDs(ctx context.Context, config *rest.Config) error {
-	crds, err := manifests.CRDs()
-	if err != nil {
-		return err
-	}
-	client := apiextensionsclient.NewForConfigOrDie(config)
-	for _, crd := range crds {
-		if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-	}
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := versioned.NewForConfigOrDie(config).BatchV1beta1().GenericJobs("default").List(ctx, metav1.ListOptions{Limit: 1})
-		return err == nil, nil
-	})
-}
-
 // namespace creates a namespace, if it is not there yet, and waits until pods can be created
 // in it.
 func namespace(ctx context.Context, kube kubernetes.Interface, name string) error {
@@ -131,7 +112,7 @@ func namespace(ctx context.Context, kube kubernetes.Interface, name string) erro
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	return harness.WaitFor(ctx, "namespace "+name+"'s default service account", 100*time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
 		_, err := kube.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	})
@@ -212,7 +193,7 @@ func runJobs(ctx context.Context, c config, config *rest.Config, kube kubernetes
 	jobsAt := time.Since(start)
 	want := c.jobs * podsPerJob(c)
 	var createdAt, podsAt time.Duration
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
+	err = harness.WaitFor(ctx, "every pod and job Running", 50*time.Millisecond, 10*time.Minute, func(context.Context) (bool, error) {
 		n, jobsRunning := pods(), runningJobs()
 		if createdAt == 0 && n.created >= want {
 			createdAt = time.Since(start)
@@ -277,7 +258,7 @@ func runRaw(ctx context.Context, c config, base *rest.Config, admin kubernetes.I
 	}
 	createdAt := time.Since(start)
 	want := c.jobs * c.replicas
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
+	err = harness.WaitFor(ctx, "every raw pod Running", 50*time.Millisecond, 10*time.Minute, func(context.Context) (bool, error) {
 		return pods().running >= want, nil
 	})
 	fmt.Printf("  raw: every pod created %.1fs, Running %.1fs\n", createdAt.Seconds(), time.Since(start).Seconds())

@@ -18,6 +18,7 @@ import (
 
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
 	"github.com/t9k-jobs/t9k-jobs/test/cluster"
+	"github.com/t9k-jobs/t9k-jobs/test/harness"
 )
 
 // -scale N: what does each finished job cost the controller, and what does a restart among
@@ -37,7 +38,7 @@ const stepTimeout = 30 * time.Minute
 func scaleRun(ctx context.Context, c config, dir string) error {
 	fmt.Printf("\n%d GenericJobs x %d replicas that end at once (pods kept), %d at a time; controller: %d workers, QPS %.0f, burst %d\n",
 		c.scale, c.replicas, c.scaleStep, c.workers, c.qps, c.burst)
-	return withCluster(ctx, c, filepath.Join(dir, "scale"), installCRDs, func(cl *cluster.Cluster, admin *rest.Config, kube kubernetes.Interface) error {
+	return withCluster(ctx, c, filepath.Join(dir, "scale"), cluster.InstallCRDs, func(cl *cluster.Cluster, admin *rest.Config, kube kubernetes.Interface) error {
 		runDir := filepath.Dir(cl.Dir)
 		ctl, err := startController(ctx, c, cl.Kubeconfig, runDir)
 		if err != nil {
@@ -217,7 +218,7 @@ func foreignPods(ctx context.Context, c config, ctl *controllerProcess, kube kub
 		return err
 	}
 	createdIn := time.Since(start)
-	if err := waitFor(ctx, fmt.Sprintf("%d foreign pods to run", c.foreign), 2*stepTimeout, func() (bool, error) {
+	if err := harness.WaitFor(ctx, fmt.Sprintf("%d foreign pods to run", c.foreign), 250*time.Millisecond, 2*stepTimeout, func(context.Context) (bool, error) {
 		return pods.running.Load() >= int64(c.foreign), nil
 	}); err != nil {
 		return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,7 +16,6 @@ import (
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
 	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
-	"github.com/t9k-jobs/t9k-jobs/test/harness"
 )
 
 // Finished jobs for -finished and -scale, and counts of them and their pods. This process
@@ -83,11 +81,6 @@ func (t *tally) handler(phase func(any) string) cache.ResourceEventHandler {
 			t.deleted.Add(1)
 		},
 	}
-}
-
-// waitFor polls until done holds, reporting what to wait for in its error.
-func waitFor(ctx context.Context, what string, timeout time.Duration, done func() (bool, error)) error {
-	return harness.WaitFor(ctx, what, 250*time.Millisecond, timeout, func(context.Context) (bool, error) { return done() })
 }
 
 // gcWarning says, when pods of finished jobs went, who most likely took them: not the

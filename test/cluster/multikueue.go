@@ -7,19 +7,14 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
-	"github.com/t9k-jobs/t9k-jobs/manifests"
 )
 
 // MultiKueue across local clusters (docs/queueing.md, "Across clusters with MultiKueue"):
@@ -100,28 +95,6 @@ spec:
 `, check, strings.Join(names, ", ")))
 	_, err = CreateObjects(ctx, client, strings.Join(manifests, "---\n"))
 	return err
-}
-
-// InstallCRDs installs the project's CRDs and waits until they are served; as
-// Options.BeforeControllers, before the cluster's controllers start, so that its garbage
-// collector and Kueue know them from the first.
-func InstallCRDs(ctx context.Context, config *rest.Config) error {
-	client, err := apiextensionsclient.NewForConfig(config)
-	if err != nil {
-		return err
-	}
-	crds, err := manifests.CRDs()
-	if err != nil {
-		return err
-	}
-	var names []string
-	for _, crd := range crds {
-		if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-		names = append(names, crd.Name)
-	}
-	return WaitEstablished(ctx, client, names, 30*time.Second)
 }
 
 // MultiKueueQueue is the queue of the local MultiKueue set-up (SetUpMultiKueue): a ClusterQueue

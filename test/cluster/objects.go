@@ -1,7 +1,7 @@
 package cluster
 
-// Generic helpers for objects installed from YAML: Kueue's CRDs and queues here, the tests'
-// own objects in test/e2e.
+// Generic helpers for objects installed from YAML: the project's CRDs and Kueue's, and
+// Kueue's queues, here; the tests' own objects in test/e2e.
 
 import (
 	"bufio"
@@ -23,8 +23,33 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/t9k-jobs/t9k-jobs/manifests"
 )
+
+// InstallCRDs installs the project's CRDs and waits until they are served; as
+// Options.BeforeControllers, before the cluster's controllers start, so that its garbage
+// collector and Kueue know them from the first.
+func InstallCRDs(ctx context.Context, config *rest.Config) error {
+	client, err := apiextensionsclient.NewForConfig(config)
+	if err != nil {
+		return err
+	}
+	crds, err := manifests.CRDs()
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, crd := range crds {
+		if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		names = append(names, crd.Name)
+	}
+	return WaitEstablished(ctx, client, names, 30*time.Second)
+}
 
 // WaitEstablished waits until the API server serves the named CRDs.
 func WaitEstablished(ctx context.Context, client apiextensionsclient.Interface, names []string, timeout time.Duration) error {

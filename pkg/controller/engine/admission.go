@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
 
 // Admission: a system outside the controller that decides when a job's pods may be made, and
@@ -119,12 +121,23 @@ func (vs *verdicts) combined() *Verdict {
 	return out
 }
 
-// decided tells the admitters that applied what the sync did.
-func (c *Controller) decided(ctx context.Context, job Job, vs *verdicts, d *Decision, children Children, wasWaiting string) error {
+// decided tells the admitters that gave a verdict what the sync did: before is the job as
+// the sync found it, after as the sync left it (its status written).
+func (c *Controller) decided(ctx context.Context, before, after Job, vs *verdicts, d *Decision, children Children) error {
 	if len(vs.by) == 0 {
 		return nil
 	}
-	return c.tell(ctx, job, vs, c.report(d, children, wasWaiting))
+	if d.Elsewhere {
+		// The admitters hear of a job another controller runs as that controller reports it
+		// (its status), so that a queue's eviction is handed back at once: there is no pod
+		// to wait for here. Ready is what that status says: Kueue's waitForPodsReady on
+		// this cluster counts from the admission here, and would evict a job that runs
+		// elsewhere if nothing said it started.
+		r := c.report(d, children, after.JobStatus().Condition(batch.JobConditionRunning).Reason)
+		r.Elsewhere, r.Ready = true, everyReplicaRunning(after.JobStatus())
+		return c.tell(ctx, after, vs, r)
+	}
+	return c.tell(ctx, after, vs, c.report(d, children, before.JobStatus().Condition(batch.JobConditionRunning).Reason))
 }
 
 // tell passes a sync's report to each admitter that gave a verdict.

@@ -25,7 +25,7 @@ func TestEveryAdmitterMustAdmit(t *testing.T) {
 	gang := &Verdict{Reason: "GangWaiting", Message: "Waiting for the pod group.", RequeueAfter: 10 * time.Second}
 	other := &Verdict{Reason: "OtherWaiting", Message: "Waiting for another."}
 
-	d := Decide(testJob(batch.JobStatus{}), plan, Children{}, (&verdicts{list: []*Verdict{quota, gang, other}}).combined(), now)
+	d := mustDecide(t, testJob(batch.JobStatus{}), plan, Children{}, (&verdicts{list: []*Verdict{quota, gang, other}}).combined(), now)
 	running := d.Status.Condition(batch.JobConditionRunning)
 	if len(d.CreatePods) != 0 || d.Status.Phase != batch.JobPending || running.Reason != "GangWaiting" ||
 		running.Message != gang.Message+" Replicas waiting: worker-0, worker-1 (since 12:00:00)." {
@@ -36,7 +36,7 @@ func TestEveryAdmitterMustAdmit(t *testing.T) {
 	}
 
 	gang = &Verdict{Admitted: true, Pod: label("group", "job")}
-	d = Decide(testJob(batch.JobStatus{}), plan, Children{}, (&verdicts{list: []*Verdict{quota, gang}}).combined(), now)
+	d = mustDecide(t, testJob(batch.JobStatus{}), plan, Children{}, (&verdicts{list: []*Verdict{quota, gang}}).combined(), now)
 	if len(d.CreatePods) != 2 {
 		t.Fatalf("%d pods once every admitter admitted the job, want 2", len(d.CreatePods))
 	}

@@ -15,29 +15,35 @@ import (
 )
 
 // apply carries out a decision: the status and the writes, in an order that survives a
-// controller stopping at any point.
-func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision) error {
+// controller stopping at any point. It returns the job as it left it: with the status it
+// wrote, or as it was when it wrote none (also on an error, which may follow a write).
+func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision) (Job, error) {
 	// A status that counts restarts or ends the job goes first, so that a restart is never
 	// lost nor counted twice, and an outcome never undone, if the controller stops half-way.
-	statusFirst := len(d.Restarted) > 0 || len(d.Disrupted) > 0 || d.JobRestart != "" || d.Outcome != nil
+	statusFirst := len(d.Restarted) > 0 || len(d.Disrupted) > 0 || d.JobRestart != "" || d.Outcome != nil || d.Elsewhere
 	if statusFirst {
-		if err := c.writeDecided(ctx, key, job, d); err != nil {
-			return err
+		written, err := c.writeDecided(ctx, key, job, d)
+		if err != nil {
+			return job, err
 		}
+		job = written
 		c.recordOutcome(job, d)
 	}
 	if err := c.deleteAll(ctx, key, job, d.DeletePods, d.DeleteObjects); err != nil {
-		return err
+		return job, err
 	}
-	written, err := c.createAndUpdate(ctx, key, job, d)
+	created, err := c.createAndUpdate(ctx, key, job, d)
 	switch {
 	case statusFirst:
 	case err != nil:
-		_ = c.writeDecided(ctx, key, job, d) // show what was created; the retry creates the rest
-	case written == 0:
+		// Show what was created; the retry creates the rest.
+		if written, werr := c.writeDecided(ctx, key, job, d); werr == nil {
+			job = written
+		}
+	case created == 0:
 		if wait := c.holdStartingStatus(key, job, d); wait > 0 {
 			d.RequeueAfter = minPositive(d.RequeueAfter, wait)
-			return nil
+			return job, nil
 		}
 		return c.writeDecided(ctx, key, job, d)
 	default:
@@ -45,7 +51,7 @@ func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision
 		// they are, so a status saying "Creating" would be written only to be overwritten:
 		// one write per job saved.
 	}
-	return err
+	return job, err
 }
 
 // holdStartingStatus is how long a decided status should wait before it is written (0: write now).
@@ -100,24 +106,26 @@ func phaseOf(s *batch.JobStatus) batch.JobPhase {
 	return s.Phase
 }
 
-// fail fails a job that cannot run, once: its spec cannot run as written (its plan failed),
-// or a child's name is held by another object. If that happens to a running job, its
-// unfinished replicas stop, as at any failure, and its replicas' Services go.
-func (c *Controller) fail(ctx context.Context, key string, job Job, reason string, cause error) error {
-	if !Finished(job.JobStatus()) {
-		c.recorder.Event(job, corev1.EventTypeWarning, reason, cause.Error())
-		if err := c.writeStatus(ctx, key, job, FailedStatus(job, reason, cause.Error(), c.now()), nil); err != nil {
-			return err
+// failJob fails a job that cannot run, once: its spec cannot run as written (its plan
+// failed), or a child's name is held by another object. The failure is a decision like any
+// other, carried out by apply: the status first, then, if it happens to a running job, its
+// unfinished replicas stop, as at any failure, and its replicas' Services go. The admitters
+// hear that the job ended, again on a later sync should a write fail.
+func (c *Controller) failJob(ctx context.Context, key string, job Job, children Children, reason string, cause error) error {
+	if !job.JobStatus().Finished() {
+		d := &Decision{
+			Status:        FailedStatus(job, reason, cause.Error(), c.now()),
+			Outcome:       &Outcome{Reason: reason, Message: cause.Error()},
+			DeletePods:    cleanUp(&Plan{CleanUp: batch.CleanUpUnfinished}, children.Pods, nil),
+			DeleteObjects: replicaServices(children.Objects),
 		}
-		children, err := c.children(job)
+		failed, err := c.apply(ctx, key, job, d)
 		if err != nil {
 			return err
 		}
-		if err := c.deleteAll(ctx, key, job, cleanUp(&Plan{CleanUp: batch.CleanUpUnfinished}, children.Pods, nil), replicaServices(children.Objects)); err != nil {
-			return err
-		}
+		job = failed
 	}
-	return c.ended(ctx, job) // again on a later sync, should this write fail
+	return c.ended(ctx, job)
 }
 
 // replicaServices are the live Services among objects that belong to a replica.
@@ -133,30 +141,34 @@ func replicaServices(objects []metav1.Object) []metav1.Object {
 
 // writeDecided writes a decision's status and, once it is written, says the debug hint it
 // is the first to carry: a status not written now is decided again, and says it then.
-func (c *Controller) writeDecided(ctx context.Context, key string, job Job, d *Decision) error {
-	if err := c.writeStatus(ctx, key, job, d.Status, d.KindStatus); err != nil {
-		return err
+func (c *Controller) writeDecided(ctx context.Context, key string, job Job, d *Decision) (Job, error) {
+	written, err := c.writeStatus(ctx, key, job, d.Status, d.KindStatus)
+	if err != nil {
+		return job, err
 	}
 	if d.DebugHint != "" {
-		c.recorder.Event(job, corev1.EventTypeNormal, "DebugMode", d.DebugHint)
+		c.recorder.Event(written, corev1.EventTypeNormal, "DebugMode", d.DebugHint)
 	}
-	return nil
+	return written, nil
 }
 
 // writeStatus writes status, and the kind's own part of it, when they differ from the job's,
-// and counts the phase change.
-func (c *Controller) writeStatus(ctx context.Context, key string, job Job, status *batch.JobStatus, kindStatus KindStatus) error {
-	old := job.JobStatus()
-	kindChanged := kindStatus != nil && kindStatus.SetOn(job)
-	if !kindChanged && equality.Semantic.DeepEqual(old, status) {
-		return nil
+// and counts the phase change. It returns the job as written (job itself, untouched, when
+// nothing differed).
+func (c *Controller) writeStatus(ctx context.Context, key string, job Job, status *batch.JobStatus, kindStatus KindStatus) (Job, error) {
+	next := job.DeepCopyObject().(Job)
+	kindChanged := kindStatus != nil && kindStatus.SetOn(next)
+	from := job.JobStatus().Phase
+	if !kindChanged && equality.Semantic.DeepEqual(job.JobStatus(), status) {
+		return job, nil
 	}
-	from := old.Phase
-	*old = *status
-	written, err := c.adapter.UpdateStatus(ctx, job)
+	*next.JobStatus() = *status
+	written, err := c.adapter.UpdateStatus(ctx, next)
 	if err != nil {
-		return err
+		return job, err
 	}
+	// What the API returns has no kind; the job's children are owned by kind.
+	written.GetObjectKind().SetGroupVersionKind(job.GetObjectKind().GroupVersionKind())
 	c.held.Delete(key)
 	c.written.Store(key, writtenStatus{resourceVersion: written.GetResourceVersion(), at: c.now()})
 	if from != status.Phase {
@@ -166,10 +178,10 @@ func (c *Controller) writeStatus(ctx context.Context, key string, job Job, statu
 		}
 		metrics.PhaseTransitions.WithLabelValues(c.kind, fromLabel, string(status.Phase)).Inc()
 		if from != "" {
-			c.recorder.Eventf(job, corev1.EventTypeNormal, "PhaseChanged", "Phase changed from %s to %s", from, status.Phase)
+			c.recorder.Eventf(written, corev1.EventTypeNormal, "PhaseChanged", "Phase changed from %s to %s", from, status.Phase)
 		}
 	}
-	return nil
+	return written, nil
 }
 
 func (c *Controller) recordOutcome(job Job, d *Decision) {

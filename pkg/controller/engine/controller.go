@@ -16,7 +16,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/expectations"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
 )
@@ -226,57 +225,66 @@ func (c *Controller) sync(ctx context.Context, key string) (requeue time.Duratio
 	}
 	job := cached.DeepCopyObject().(Job)
 	job.GetObjectKind().SetGroupVersionKind(c.adapter.GroupVersionKind())
-	logger := klog.FromContext(ctx).WithValues("kind", c.kind, "job", key)
-
-	elsewhere := job.JobLifecycle().ManagedElsewhere()
-	if Finished(job.JobStatus()) && len(job.JobStatus().Tasks) == 0 && !elsewhere {
+	if job.JobStatus().Finished() && len(job.JobStatus().Tasks) == 0 && !job.JobLifecycle().ManagedElsewhere() {
 		// Failed before anything was created: nothing left to do but tell the admitters,
 		// which may hold something for it (a queued job's quota).
 		return 0, c.ended(ctx, job)
 	}
-	plan, err := c.adapter.Plan(job)
-	if err != nil {
-		return 0, c.fail(ctx, key, job, "InvalidSpec", err)
-	}
+	return c.decideAndApply(ctx, key, job)
+}
+
+// decideAndApply is a sync's one write path (docs/architecture.md, "How a sync flows"): it
+// plans the job, asks the admitters, decides, and carries the decision out; a failure found
+// on the way (a spec that cannot run, a child's name held by another object) is a decision
+// too, carried out the same way.
+func (c *Controller) decideAndApply(ctx context.Context, key string, job Job) (time.Duration, error) {
 	children, err := c.children(job)
 	if err != nil {
 		return 0, err
+	}
+	plan, err := c.adapter.Plan(job)
+	if err != nil {
+		return 0, c.failJob(ctx, key, job, children, "InvalidSpec", err)
 	}
 	verdicts, err := c.admit(job, plan, children)
 	var invalid *InvalidSpecError
 	switch {
 	case errors.As(err, &invalid):
-		return 0, c.fail(ctx, key, job, "InvalidSpec", invalid)
+		return 0, c.failJob(ctx, key, job, children, "InvalidSpec", invalid)
 	case err != nil:
 		return 0, err
 	}
-	if elsewhere {
-		return c.syncElsewhere(ctx, key, job, plan, children, verdicts)
-	}
-	d := Decide(job, plan, children, verdicts.combined(), c.now())
-	if d.BuildErr != nil {
-		return 0, d.BuildErr
-	}
-	wasWaiting := job.JobStatus().Condition(batch.JobConditionRunning).Reason // apply writes the new status into job
-	if err := c.apply(ctx, key, job, d); err != nil {
-		var taken *NameTakenError
-		if errors.As(err, &taken) {
-			return 0, c.fail(ctx, key, job, "NameTaken", taken)
-		}
+	verdict := verdicts.combined()
+	d, err := Decide(job, plan, children, verdict, c.now())
+	if err != nil {
 		return 0, err
 	}
-	if err := c.decided(ctx, job, verdicts, d, children, wasWaiting); err != nil {
+	if job.JobLifecycle().ManagedElsewhere() {
+		d = c.keepAdmittersOnly(job, plan, verdict, children, d)
+	}
+	done, err := c.apply(ctx, key, job, d)
+	var taken *NameTakenError
+	switch {
+	case errors.As(err, &taken):
+		return 0, c.failJob(ctx, key, done, children, "NameTaken", taken)
+	case err != nil:
 		return 0, err
 	}
-	c.announceWaits(key, job, d.Waits)
-	if Finished(d.Status) {
+	if err := c.decided(ctx, job, done, verdicts, d, children); err != nil {
+		return 0, err
+	}
+	if d.Elsewhere {
+		return d.RequeueAfter, nil
+	}
+	c.announceWaits(key, done, d.Waits)
+	if d.Status.Finished() {
 		// A finished job restarts nothing: when its pods ended no longer matters, and
 		// remembering it for pods kept by the clean-up policy would cost memory for good.
 		for _, p := range children.Pods {
 			c.endSeen.Delete(p.UID)
 		}
 	}
-	logger.V(4).Info("Synced", "phase", d.Status.Phase, "created", len(d.CreatePods)+len(d.CreateObjects),
+	klog.FromContext(ctx).V(4).Info("Synced", "kind", c.kind, "job", key, "phase", d.Status.Phase, "created", len(d.CreatePods)+len(d.CreateObjects),
 		"updated", len(d.UpdateObjects), "deleted", len(d.DeletePods)+len(d.DeleteObjects))
 	return d.RequeueAfter, nil
 }

@@ -49,9 +49,10 @@ type Decision struct {
 	// DebugHint is the plan's DebugHint when this decision's status is the first to say it
 	// (in the Running condition): a DebugMode event says it once that status is written.
 	DebugHint string
-	// BuildErr: an object could not be built (PlannedChild.Build failed); the sync writes nothing
-	// and is retried.
-	BuildErr error
+	// Elsewhere: the decision on a job another controller runs, narrowed to the admitters'
+	// children (keepAdmittersOnly). Its status, when it has one of its own, says only why the
+	// job waits, not what the decision makes: it is written first, and at once.
+	Elsewhere bool
 }
 
 // Decide compares a job's plan with its children and decides the next status and writes. It
@@ -65,14 +66,17 @@ type Decision struct {
 // happens.
 //
 // admission is the admitters' verdict on the job (admission.go), nil when none applies.
-func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time.Time) *Decision {
+//
+// An error says that a child could not be built (PlannedChild.Build failed): nothing is
+// decided, and the sync that asked writes nothing and is retried.
+func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time.Time) (*Decision, error) {
 	old := job.JobStatus()
 	d := &Decision{Status: &batch.JobStatus{ObservedGeneration: job.GetGeneration()}}
 	x := &decider{plan: plan, admission: admission, kinds: children.kinds, now: now, endSeen: children.EndSeen, d: d}
 	if admission != nil {
 		d.RequeueAfter = admission.RequeueAfter
 	}
-	x.finished = Finished(old)
+	x.finished = old.Finished()
 	// A job its admitters have not admitted is held as a pause holds it: no pods.
 	x.unadmitted = admission != nil && !admission.Admitted && !plan.Paused && !x.finished
 	x.paused = (plan.Paused || x.unadmitted) && !x.finished
@@ -164,7 +168,9 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	case x.paused:
 		d.DeletePods = append(d.DeletePods, unlisted(live(pods), d.DeletePods)...)
 	}
-	d.BuildErr = x.objects(job, children.Objects)
+	if err := x.objects(job, children.Objects); err != nil {
+		return nil, err
+	}
 	if plan.KindStatus != nil {
 		d.KindStatus = plan.KindStatus(children)
 	}
@@ -183,7 +189,10 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 		d.Waits = waitsOf(job.GetName(), all)
 		d.Gated = slices.ContainsFunc(pods, gated)
 	}
-	setPhaseAndConditions(d.Status, old, d.Outcome, x.paused && !x.unadmitted, unadmitted, resumed, failedNames, pods, d.Waiting, d.Waits, hint, now)
+	setPhaseAndConditions(d.Status, old, jobState{
+		outcome: d.Outcome, paused: x.paused && !x.unadmitted, unadmitted: unadmitted, resumed: resumed,
+		failed: failedNames, pods: pods, waiting: d.Waiting, waits: d.Waits, debugHint: hint,
+	}, now)
 	if hint != "" {
 		running := d.Status.Condition(batch.JobConditionRunning)
 		if running.Status == corev1.ConditionTrue && strings.HasSuffix(running.Message, hint) &&
@@ -193,7 +202,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	}
 	d.Status.Aggregate = aggregate(d.Status.Tasks)
 	d.Status.CompletionTime = completionTime(old, d.Status)
-	return d
+	return d, nil
 }
 
 // decider holds what one Decide call knows across replicas.

@@ -46,7 +46,7 @@ func TestEndingSyncRestartsNothing(t *testing.T) {
 		typed(pod("job-b-0", "b0", corev1.PodFailed, 1), "b", "node-2"),
 		typed(pod("job-b-1", "b1", corev1.PodFailed, 1), "b", "node-3"),
 	}
-	d := Decide(testJob(status), plan, Children{Pods: pods}, nil, now)
+	d := mustDecide(t, testJob(status), plan, Children{Pods: pods}, nil, now)
 
 	if d.Outcome == nil || d.Outcome.Succeeded || d.Status.Phase != batch.JobFailed {
 		t.Fatalf("outcome %+v, phase %s: want the job failed (a has no restart left)", d.Outcome, d.Status.Phase)
@@ -93,7 +93,7 @@ func TestEndingSyncTakesBackUnfinishedRestart(t *testing.T) {
 			{Type: "b", RestartCount: 2, Replicas: []batch.ReplicaStatus{restarting}},
 		}}
 	pods := []*corev1.Pod{typed(pod("job-a-0", "a0", corev1.PodFailed, 1), "a", "node-1")}
-	d := Decide(testJob(status), plan, Children{Pods: pods}, nil, now)
+	d := mustDecide(t, testJob(status), plan, Children{Pods: pods}, nil, now)
 
 	if d.Outcome == nil || d.Outcome.Succeeded {
 		t.Fatalf("outcome %+v: want failed", d.Outcome)
@@ -117,7 +117,7 @@ func TestCountedRestartFinishedWhileRunning(t *testing.T) {
 	plan := &Plan{Groups: []Group{workers(1, batch.RestartOnFailure, nil)}, Judge: allSucceed}
 	counted := batch.ReplicaStatus{Name: "job-worker-0", UID: "w0", Phase: batch.ReplicaDeleted, RestartCount: 1,
 		LastTermination: &batch.ReplicaTermination{UID: "w0", Phase: batch.ReplicaFailed}}
-	d := Decide(testJob(statusWith(batch.JobRunning, counted)), plan, Children{}, nil, now)
+	d := mustDecide(t, testJob(statusWith(batch.JobRunning, counted)), plan, Children{}, nil, now)
 	if r := replicaOf(d.Status, "job-worker-0"); len(d.CreatePods) != 1 || r.RestartCount != 1 || r.Phase != batch.ReplicaCreating || r.LastTermination == nil {
 		t.Errorf("created %v, replica %+v: want the new pod, restart count 1, last termination kept", names(d.CreatePods), r)
 	}
@@ -151,7 +151,7 @@ func TestRestartBackoffCountsFromRealEnd(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Decide(testJob(status), plan, Children{Pods: []*corev1.Pod{p}, EndSeen: tc.seen}, nil, tc.at)
+			d := mustDecide(t, testJob(status), plan, Children{Pods: []*corev1.Pod{p}, EndSeen: tc.seen}, nil, tc.at)
 			if got := len(d.Restarted) == 1; got != tc.restart || d.RequeueAfter != tc.wait {
 				t.Errorf("restarted %v, requeue after %s; want restart %v, wait %s", d.Restarted, d.RequeueAfter, tc.restart, tc.wait)
 			}
@@ -171,12 +171,12 @@ func TestForensicsSurvivePodDeletion(t *testing.T) {
 		plan := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, CleanUp: batch.CleanUpAll, Judge: allSucceed}
 		status := statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0))
 		running := typed(pod("job-worker-1", "w1", corev1.PodRunning, 0), "worker", "node-8")
-		first := Decide(testJob(status), plan, Children{Pods: []*corev1.Pod{oom("job-worker-0", "w0"), running}}, nil, now)
+		first := mustDecide(t, testJob(status), plan, Children{Pods: []*corev1.Pod{oom("job-worker-0", "w0"), running}}, nil, now)
 		if got := names(first.DeletePods); len(got) != 2 {
 			t.Fatalf("clean-up All deleted %v", got)
 		}
 		// The pods are gone.
-		second := Decide(testJob(*first.Status), plan, Children{}, nil, now.Add(time.Second))
+		second := mustDecide(t, testJob(*first.Status), plan, Children{}, nil, now.Add(time.Second))
 		r := replicaOf(second.Status, "job-worker-0")
 		if r.Phase != batch.ReplicaFailed || r.Node != "node-7" || len(r.Containers) != 1 || *r.Containers[0].ExitCode != 137 || r.Containers[0].Reason != "OOMKilled" {
 			t.Errorf("failed replica after clean-up: %+v", r)
@@ -191,9 +191,9 @@ func TestForensicsSurvivePodDeletion(t *testing.T) {
 	t.Run("restart", func(t *testing.T) {
 		plan := &Plan{Groups: []Group{workers(1, batch.RestartOnFailure, nil)}, Judge: allSucceed}
 		status := statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0))
-		first := Decide(testJob(status), plan, Children{Pods: []*corev1.Pod{oom("job-worker-0", "w0")}}, nil, now)
-		second := Decide(testJob(*first.Status), plan, Children{}, nil, now.Add(time.Second))
-		third := Decide(testJob(*second.Status), plan, Children{Pods: []*corev1.Pod{typed(pod("job-worker-0", "w1", corev1.PodRunning, 0), "worker", "node-9")}}, nil, now.Add(2*time.Second))
+		first := mustDecide(t, testJob(status), plan, Children{Pods: []*corev1.Pod{oom("job-worker-0", "w0")}}, nil, now)
+		second := mustDecide(t, testJob(*first.Status), plan, Children{}, nil, now.Add(time.Second))
+		third := mustDecide(t, testJob(*second.Status), plan, Children{Pods: []*corev1.Pod{typed(pod("job-worker-0", "w1", corev1.PodRunning, 0), "worker", "node-9")}}, nil, now.Add(2*time.Second))
 		r := replicaOf(third.Status, "job-worker-0")
 		last := r.LastTermination
 		if r.UID != "w1" || r.Node != "node-9" || r.RestartCount != 1 || last == nil || last.UID != "w0" || last.Node != "node-7" ||
@@ -206,7 +206,7 @@ func TestForensicsSurvivePodDeletion(t *testing.T) {
 		status := statusWith(batch.JobPaused, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0))
 		status.Tasks[0].Replicas[0].Node = "node-3"
 		status.Tasks[0].Replicas[0].Containers = []batch.ContainerStatus{{Name: "main", State: batch.ContainerRunning}}
-		d := Decide(testJob(status), plan, Children{}, nil, now)
+		d := mustDecide(t, testJob(status), plan, Children{}, nil, now)
 		if r := replicaOf(d.Status, "job-worker-0"); r.Phase != batch.ReplicaDeleted || r.Node != "node-3" || len(r.Containers) != 1 {
 			t.Errorf("paused replica %+v, want Deleted with its node and containers kept", r)
 		}
@@ -235,19 +235,19 @@ func TestRunningMessageFollowsThePods(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Decide(testJob(status), plan, Children{Pods: tc.pods}, nil, now)
+			d := mustDecide(t, testJob(status), plan, Children{Pods: tc.pods}, nil, now)
 			if c := d.Status.Condition(batch.JobConditionRunning); c.Message != tc.want {
 				t.Errorf("Running = %q, want %q", c.Message, tc.want)
 			}
 			if said := strings.HasSuffix(tc.want, hint); (d.DebugHint == hint) != said || (!said && d.DebugHint != "") {
 				t.Errorf("decision's DebugHint %q for Running %q", d.DebugHint, tc.want)
 			}
-			if again := Decide(testJob(*d.Status), plan, Children{Pods: tc.pods}, nil, now); again.DebugHint != "" {
+			if again := mustDecide(t, testJob(*d.Status), plan, Children{Pods: tc.pods}, nil, now); again.DebugHint != "" {
 				t.Errorf("the hint said again once status says it: %q", again.DebugHint)
 			}
 		})
 	}
-	created := Decide(testJob(batch.JobStatus{}), plan, Children{}, nil, now).CreatePods
+	created := mustDecide(t, testJob(batch.JobStatus{}), plan, Children{}, nil, now).CreatePods
 	if len(created) != 2 || created[0].Annotations[batch.AnnotationRunMode] != batch.RunModeDebug {
 		t.Errorf("debug pods are not marked: %+v", created[0].Annotations)
 	}
@@ -262,8 +262,8 @@ func TestEndedPodBeingDeletedKeepsItsEnding(t *testing.T) {
 	status.Conditions = append(status.Conditions, batch.JobCondition{Type: batch.JobConditionFailed, Status: corev1.ConditionTrue})
 	deleting := typed(pod("job-worker-0", "w0", corev1.PodFailed, 3), "worker", "node-1")
 	deleting.DeletionTimestamp = &metav1.Time{Time: now}
-	first := Decide(testJob(status), plan, Children{Pods: []*corev1.Pod{deleting}}, nil, now)
-	second := Decide(testJob(*first.Status), plan, Children{}, nil, now.Add(time.Second))
+	first := mustDecide(t, testJob(status), plan, Children{Pods: []*corev1.Pod{deleting}}, nil, now)
+	second := mustDecide(t, testJob(*first.Status), plan, Children{}, nil, now.Add(time.Second))
 	for i, d := range []*Decision{first, second} {
 		if r := replicaOf(d.Status, "job-worker-0"); r.Phase != batch.ReplicaFailed || statusExitCode(r) != 3 || r.Node != "node-1" {
 			t.Errorf("sync %d: replica %+v, want Failed with exit code 3 on node-1", i+1, r)
@@ -278,7 +278,7 @@ func TestFailedPodGoneBeforeItsRestart(t *testing.T) {
 	code := int32(137)
 	failed := replicaStatus("job-worker-0", "w0", batch.ReplicaFailed, 0)
 	failed.Containers = []batch.ContainerStatus{{Name: "main", State: batch.ContainerTerminated, ExitCode: &code}}
-	d := Decide(testJob(statusWith(batch.JobRunning, failed)), plan, Children{}, nil, now)
+	d := mustDecide(t, testJob(statusWith(batch.JobRunning, failed)), plan, Children{}, nil, now)
 	r := replicaOf(d.Status, "job-worker-0")
 	if d.Outcome != nil || len(d.CreatePods) != 1 || len(d.Restarted) != 1 || r.RestartCount != 1 || r.Phase != batch.ReplicaCreating ||
 		r.LastTermination == nil || r.LastTermination.UID != "w0" || statusExitCode(batch.ReplicaStatus{Containers: r.LastTermination.Containers}) != 137 {
@@ -291,19 +291,19 @@ func TestPauseAndResumeRecreateEndedReplicas(t *testing.T) {
 	paused := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Paused: true, Judge: func(Replicas) *Outcome { return nil }}
 	status := statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaSucceeded, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0))
 	ended := pod("job-worker-0", "w0", corev1.PodSucceeded, 0)
-	first := Decide(testJob(status), paused, Children{Pods: []*corev1.Pod{ended, pod("job-worker-1", "w1", corev1.PodRunning, 0)}}, nil, now)
+	first := mustDecide(t, testJob(status), paused, Children{Pods: []*corev1.Pod{ended, pod("job-worker-1", "w1", corev1.PodRunning, 0)}}, nil, now)
 	if got := names(first.DeletePods); len(got) != 2 {
 		t.Fatalf("pause deleted %v, want both pods", got)
 	}
 	ended.DeletionTimestamp = &metav1.Time{Time: now}
-	second := Decide(testJob(*first.Status), paused, Children{Pods: []*corev1.Pod{ended}}, nil, now.Add(time.Second))
-	third := Decide(testJob(*second.Status), paused, Children{}, nil, now.Add(2*time.Second))
+	second := mustDecide(t, testJob(*first.Status), paused, Children{Pods: []*corev1.Pod{ended}}, nil, now.Add(time.Second))
+	third := mustDecide(t, testJob(*second.Status), paused, Children{}, nil, now.Add(2*time.Second))
 	if r := replicaOf(third.Status, "job-worker-0"); r.Phase != batch.ReplicaDeleted {
 		t.Errorf("paused replica %+v, want Deleted", r)
 	}
 	resumed := *paused
 	resumed.Paused = false
-	fourth := Decide(testJob(*third.Status), &resumed, Children{}, nil, now.Add(3*time.Second))
+	fourth := mustDecide(t, testJob(*third.Status), &resumed, Children{}, nil, now.Add(3*time.Second))
 	if got := names(fourth.CreatePods); len(got) != 2 {
 		t.Errorf("resume created %v, want both replicas", got)
 	}
@@ -316,11 +316,11 @@ func TestDeadline(t *testing.T) {
 	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Deadline: time.Minute, Judge: allSucceed}
 	p := pod("job-worker-0", "w0", corev1.PodRunning, 0)
 	p.CreationTimestamp = metav1.NewTime(now.Add(-20 * time.Second))
-	first := Decide(testJob(statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0))), plan, Children{Pods: []*corev1.Pod{p}}, nil, now)
+	first := mustDecide(t, testJob(statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0))), plan, Children{Pods: []*corev1.Pod{p}}, nil, now)
 	if st := first.Status.StartTime; st == nil || !st.Time.Equal(p.CreationTimestamp.Time) || first.RequeueAfter != 40*time.Second {
 		t.Fatalf("start %v, requeue after %s: want the pod's creation time and 40s left", st, first.RequeueAfter)
 	}
-	late := Decide(testJob(*first.Status), plan, Children{Pods: []*corev1.Pod{p}}, nil, now.Add(41*time.Second))
+	late := mustDecide(t, testJob(*first.Status), plan, Children{Pods: []*corev1.Pod{p}}, nil, now.Add(41*time.Second))
 	if late.Outcome == nil || late.Outcome.Reason != "DeadlineExceeded" || late.Status.Phase != batch.JobFailed ||
 		!strings.Contains(late.Status.Condition(batch.JobConditionFailed).Message, "activeDeadlineSeconds (60 s)") {
 		t.Errorf("outcome %+v, phase %s, Failed %+v", late.Outcome, late.Status.Phase, late.Status.Condition(batch.JobConditionFailed))
@@ -328,11 +328,11 @@ func TestDeadline(t *testing.T) {
 
 	paused := *plan
 	paused.Paused = true
-	pausedStatus := Decide(testJob(*first.Status), &paused, Children{}, nil, now.Add(time.Hour)).Status
+	pausedStatus := mustDecide(t, testJob(*first.Status), &paused, Children{}, nil, now.Add(time.Hour)).Status
 	if pausedStatus.StartTime != nil {
 		t.Errorf("a paused job keeps its start time %v", pausedStatus.StartTime)
 	}
-	resumed := Decide(testJob(*pausedStatus), plan, Children{}, nil, now.Add(2*time.Hour))
+	resumed := mustDecide(t, testJob(*pausedStatus), plan, Children{}, nil, now.Add(2*time.Hour))
 	if st := resumed.Status.StartTime; st == nil || !st.Time.Equal(now.Add(2*time.Hour)) || resumed.Outcome != nil {
 		t.Errorf("after resume: start %v, outcome %+v", st, resumed.Outcome)
 	}

@@ -41,7 +41,7 @@ func launcherStatus(replicas ...batch.ReplicaStatus) batch.JobStatus {
 
 func TestLauncherWaitsForReadyWorkers(t *testing.T) {
 	plan := launcherPlan(2)
-	first := Decide(testJob(batch.JobStatus{}), plan, Children{}, nil, now)
+	first := mustDecide(t, testJob(batch.JobStatus{}), plan, Children{}, nil, now)
 	if got := names(first.CreatePods); strings.Join(got, ",") != "job-worker-0,job-worker-1" {
 		t.Errorf("first sync created %v, want the workers only", got)
 	}
@@ -56,7 +56,7 @@ func TestLauncherWaitsForReadyWorkers(t *testing.T) {
 	children := Children{Pods: pods, Objects: []metav1.Object{&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "job-ssh"}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "job-hostfile"}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "job"}}}}
-	second := Decide(testJob(*first.Status), plan, children, nil, now)
+	second := mustDecide(t, testJob(*first.Status), plan, children, nil, now)
 	if len(second.CreatePods) != 0 || len(second.CreateObjects) != 0 || len(second.DeleteObjects) != 0 {
 		t.Errorf("one worker not ready: created %v, objects %v, deleted services %v", names(second.CreatePods), second.CreateObjects, names(second.DeleteObjects))
 	}
@@ -66,7 +66,7 @@ func TestLauncherWaitsForReadyWorkers(t *testing.T) {
 	}
 
 	ready(pods[1])
-	third := Decide(testJob(*second.Status), plan, children, nil, now)
+	third := mustDecide(t, testJob(*second.Status), plan, children, nil, now)
 	if got := names(third.CreatePods); len(got) != 1 || got[0] != "job-launcher" || third.Waiting != "" {
 		t.Errorf("all workers ready: created %v, waiting %q", got, third.Waiting)
 	}
@@ -75,7 +75,7 @@ func TestLauncherWaitsForReadyWorkers(t *testing.T) {
 func TestDebugModeDoesNotWait(t *testing.T) {
 	plan := launcherPlan(2)
 	plan.Debug = true
-	d := Decide(testJob(batch.JobStatus{}), plan, Children{}, nil, now)
+	d := mustDecide(t, testJob(batch.JobStatus{}), plan, Children{}, nil, now)
 	if len(d.CreatePods) != 3 {
 		t.Errorf("debug mode created %v, want the launcher too", names(d.CreatePods))
 	}
@@ -88,14 +88,14 @@ func TestLostWorkerAndKeptObjects(t *testing.T) {
 	var seen Replicas
 	plan.Judge = func(rs Replicas) *Outcome { seen = rs; return nil }
 	status := launcherStatus(replicaStatus("job-launcher", "l0", batch.ReplicaRunning, 0), replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0))
-	Decide(testJob(status), plan, Children{Pods: []*corev1.Pod{pod("job-launcher", "l0", corev1.PodRunning, 0)}}, nil, now)
+	mustDecide(t, testJob(status), plan, Children{Pods: []*corev1.Pod{pod("job-launcher", "l0", corev1.PodRunning, 0)}}, nil, now)
 	if w := seen["worker"][0]; !w.Lost {
 		t.Errorf("worker view %+v, want lost", w)
 	}
 
 	plan.Paused = true
 	services := []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "job"}}}
-	d := Decide(testJob(status), plan, Children{Objects: asObjects(services)}, nil, now)
+	d := mustDecide(t, testJob(status), plan, Children{Objects: asObjects(services)}, nil, now)
 	if len(d.DeleteObjects) != 0 {
 		t.Errorf("pause deleted %v: the job's Service is kept", names(d.DeleteObjects))
 	}
@@ -111,7 +111,7 @@ func TestResumedReplicasAreNotLost(t *testing.T) {
 	plan.Judge = func(rs Replicas) *Outcome { seen = rs; return nil }
 	status := launcherStatus(replicaStatus("job-launcher", "l0", batch.ReplicaDeleted, 0), replicaStatus("job-worker-0", "w0", batch.ReplicaDeleted, 0))
 	status.Conditions = []batch.JobCondition{{Type: batch.JobConditionPaused, Status: corev1.ConditionFalse, Reason: "Resumed"}}
-	Decide(testJob(status), plan, Children{}, nil, now)
+	mustDecide(t, testJob(status), plan, Children{}, nil, now)
 	if seen["launcher"][0].Lost || seen["worker"][0].Lost {
 		t.Errorf("views after resume %+v: nothing was lost", seen)
 	}
@@ -136,13 +136,13 @@ func TestObjectsFollowThePlan(t *testing.T) {
 	stray := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "job-old", UID: "s-uid"}}
 
 	plan := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Objects: []PlannedChild{hostfile("w0\nw1\nw2\n")}}
-	same := Decide(testJob(batch.JobStatus{}), plan, Children{Objects: []metav1.Object{made}}, nil, now)
+	same := mustDecide(t, testJob(batch.JobStatus{}), plan, Children{Objects: []metav1.Object{made}}, nil, now)
 	if len(same.CreateObjects)+len(same.UpdateObjects)+len(same.DeleteObjects) != 0 {
 		t.Errorf("nothing changed, yet created %v, updated %v, deleted %v", names(same.CreateObjects), names(same.UpdateObjects), names(same.DeleteObjects))
 	}
 
 	plan.Objects = []PlannedChild{hostfile("w0\nw1\n")}
-	d := Decide(testJob(batch.JobStatus{}), plan, Children{Objects: []metav1.Object{made, stray}}, nil, now)
+	d := mustDecide(t, testJob(batch.JobStatus{}), plan, Children{Objects: []metav1.Object{made, stray}}, nil, now)
 	if len(d.UpdateObjects) != 1 {
 		t.Fatalf("updated %v, want the hostfile", names(d.UpdateObjects))
 	}
@@ -154,7 +154,7 @@ func TestObjectsFollowThePlan(t *testing.T) {
 		t.Errorf("deleted %v, want the object the plan no longer lists", got)
 	}
 
-	gone := Decide(testJob(batch.JobStatus{}), plan, Children{}, nil, now)
+	gone := mustDecide(t, testJob(batch.JobStatus{}), plan, Children{}, nil, now)
 	if got := names(gone.CreateObjects); len(got) != 1 || got[0] != "job-hostfile" {
 		t.Errorf("created %v, want the deleted hostfile again", got)
 	}

@@ -508,7 +508,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.check(t, Decide(testJob(tc.status), &tc.plan, Children{Pods: tc.pods, Objects: asObjects(tc.services)}, nil, now))
+			tc.check(t, mustDecide(t, testJob(tc.status), &tc.plan, Children{Pods: tc.pods, Objects: asObjects(tc.services)}, nil, now))
 		})
 	}
 }
@@ -518,13 +518,13 @@ func TestDecide(t *testing.T) {
 func TestConditionTimesHold(t *testing.T) {
 	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: allSucceed}
 	pods := []*corev1.Pod{pod("job-worker-0", "uid-0", corev1.PodRunning, 0)}
-	first := Decide(testJob(batch.JobStatus{}), plan, Children{Pods: pods}, nil, now)
-	second := Decide(testJob(*first.Status), plan, Children{Pods: pods}, nil, now.Add(time.Minute))
+	first := mustDecide(t, testJob(batch.JobStatus{}), plan, Children{Pods: pods}, nil, now)
+	second := mustDecide(t, testJob(*first.Status), plan, Children{Pods: pods}, nil, now.Add(time.Minute))
 	if !reflect.DeepEqual(first.Status, second.Status) {
 		t.Fatalf("status changed on a steady job:\n%+v\n%+v", first.Status, second.Status)
 	}
 	pods[0] = pod("job-worker-0", "uid-0", corev1.PodSucceeded, 0)
-	third := Decide(testJob(*second.Status), plan, Children{Pods: pods}, nil, now.Add(2*time.Minute))
+	third := mustDecide(t, testJob(*second.Status), plan, Children{Pods: pods}, nil, now.Add(2*time.Minute))
 	if got := third.Status.Condition(batch.JobConditionCompleted).LastTransitionTime.Time; !got.Equal(now.Add(2 * time.Minute)) {
 		t.Errorf("Completed flipped at %s, want the time of the flip", got)
 	}
@@ -549,4 +549,14 @@ func TestListed(t *testing.T) {
 	if got := Listed(names, 2); got != "a, b and 2 more" {
 		t.Errorf("listed(4 names, 2) = %q", got)
 	}
+}
+
+// mustDecide is Decide for a test whose plan builds every child.
+func mustDecide(t testing.TB, job Job, plan *Plan, children Children, admission *Verdict, now time.Time) *Decision {
+	t.Helper()
+	d, err := Decide(job, plan, children, admission, now)
+	if err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	return d
 }

@@ -1,9 +1,6 @@
 package engine
 
 import (
-	"context"
-	"time"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
@@ -22,15 +19,12 @@ import (
 // copies a status again only when the copy's changes, so words written over it would stay.
 // Once admitted, the status is the other controller's; an ended job's is never touched.
 
-// syncElsewhere keeps the admitters' children of a job another controller runs, and deletes
-// any other child the job has (made before it was handed over; it cannot be, but a child is
-// never left to run twice).
-func (c *Controller) syncElsewhere(ctx context.Context, key string, job Job, plan *Plan, children Children, verdicts *verdicts) (time.Duration, error) {
-	verdict := verdicts.combined()
-	d := Decide(job, plan, children, verdict, c.now())
-	if d.BuildErr != nil {
-		return 0, d.BuildErr
-	}
+// keepAdmittersOnly narrows the decision on a job another controller runs to the admitters'
+// children: it keeps what it creates, updates and deletes of theirs, and deletes every other
+// child the job has (made before it was handed over; it cannot be, but a child is never left
+// to run twice). The status is the decision's only while the admitters hold the job and no
+// copy of it may run; otherwise it is the job's own, and nothing is written.
+func (c *Controller) keepAdmittersOnly(job Job, plan *Plan, verdict *Verdict, children Children, d *Decision) *Decision {
 	admitters := map[*ChildKind]bool{}
 	for _, a := range c.options.Admitters {
 		for _, k := range a.Kinds() {
@@ -50,33 +44,14 @@ func (c *Controller) syncElsewhere(ctx context.Context, key string, job Job, pla
 	}
 	_, gone := admittersOrOthers(live(children.Objects))
 	deleted, _ := admittersOrOthers(d.DeleteObjects)
-	gone = append(gone, deleted...)
-	if err := c.deleteAll(ctx, key, job, live(children.Pods), gone); err != nil {
-		return 0, err
-	}
 	created, _ := admittersOrOthers(d.CreateObjects)
 	updated, _ := admittersOrOthers(d.UpdateObjects)
-	writes := &Decision{Status: job.JobStatus(), CreateObjects: created, UpdateObjects: updated, DeleteObjects: gone}
-	if _, err := c.createAndUpdate(ctx, key, job, writes); err != nil {
-		return 0, err
+	kept := &Decision{Status: job.JobStatus(), DeletePods: live(children.Pods), CreateObjects: created,
+		UpdateObjects: updated, DeleteObjects: append(gone, deleted...), RequeueAfter: d.RequeueAfter, Elsewhere: true}
+	if st := job.JobStatus(); verdict != nil && !verdict.Admitted && !st.Finished() && (st.StartTime == nil || plan.Paused) {
+		kept.Status = d.Status
 	}
-	if st := job.JobStatus(); verdict != nil && !verdict.Admitted && !Finished(st) && (st.StartTime == nil || plan.Paused) {
-		if err := c.writeStatus(ctx, key, job, d.Status, nil); err != nil {
-			return 0, err
-		}
-	}
-	// The admitters hear of the sync as the job's own controller reports it (its status), so
-	// that a queue's eviction is handed back at once: there is no pod to wait for here. Ready
-	// is what that status says: Kueue's waitForPodsReady on this cluster counts from the
-	// admission here, and would evict a job that runs elsewhere if nothing said it started.
-	if len(verdicts.by) > 0 {
-		r := c.report(writes, children, conditionOf(job.JobStatus(), batch.JobConditionRunning).Reason)
-		r.Elsewhere, r.Ready = true, everyReplicaRunning(job.JobStatus())
-		if err := c.tell(ctx, job, verdicts, r); err != nil {
-			return 0, err
-		}
-	}
-	return d.RequeueAfter, nil
+	return kept
 }
 
 // everyReplicaRunning reports whether a status another controller wrote shows every replica

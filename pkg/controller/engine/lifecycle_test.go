@@ -26,12 +26,12 @@ func disruptedPod(name string, uid types.UID, reason string) *corev1.Pod {
 
 func TestCompletionTimeSetOnceAndKept(t *testing.T) {
 	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: allSucceed}
-	d := Decide(testJob(statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0))), plan,
+	d := mustDecide(t, testJob(statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0))), plan,
 		Children{Pods: []*corev1.Pod{pod("job-worker-0", "w0", corev1.PodSucceeded, 0)}}, nil, now)
 	if d.Status.Phase != batch.JobSucceeded || d.Status.CompletionTime == nil || !d.Status.CompletionTime.Time.Equal(now) {
 		t.Fatalf("phase %s, completionTime %v: want Succeeded, completed now", d.Status.Phase, d.Status.CompletionTime)
 	}
-	later := Decide(testJob(*d.Status), plan, Children{}, nil, now.Add(time.Hour))
+	later := mustDecide(t, testJob(*d.Status), plan, Children{}, nil, now.Add(time.Hour))
 	if !later.Status.CompletionTime.Time.Equal(now) {
 		t.Errorf("a later sync moved completionTime to %v, want it kept at %v", later.Status.CompletionTime, now)
 	}
@@ -42,10 +42,10 @@ func TestCompletionTimeSetOnceAndKept(t *testing.T) {
 	for i := range ended.Conditions {
 		ended.Conditions[i].LastTransitionTime = metav1.NewTime(now.Add(-time.Minute))
 	}
-	if got := Decide(testJob(ended), plan, Children{}, nil, now).Status.CompletionTime; got == nil || !got.Time.Equal(now.Add(-time.Minute)) {
+	if got := mustDecide(t, testJob(ended), plan, Children{}, nil, now).Status.CompletionTime; got == nil || !got.Time.Equal(now.Add(-time.Minute)) {
 		t.Errorf("completionTime of a job that ended a minute ago without one: %v", got)
 	}
-	if s := Decide(testJob(statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0))), plan,
+	if s := mustDecide(t, testJob(statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0))), plan,
 		Children{Pods: []*corev1.Pod{pod("job-worker-0", "w0", corev1.PodRunning, 0)}}, nil, now).Status; s.CompletionTime != nil {
 		t.Errorf("a running job has completionTime %v", s.CompletionTime)
 	}
@@ -83,11 +83,11 @@ func TestStartupDeadline(t *testing.T) {
 		Message: "0/4 nodes are available: 4 Insufficient cpu.", LastTransitionTime: metav1.NewTime(now.Add(-4 * time.Second))}}
 	pods := []*corev1.Pod{pod("job-worker-0", "w0", corev1.PodRunning, 0), unschedulable}
 
-	d := Decide(testJob(status), plan, Children{Pods: pods}, nil, now)
+	d := mustDecide(t, testJob(status), plan, Children{Pods: pods}, nil, now)
 	if d.Outcome != nil || d.RequeueAfter != 6*time.Second {
 		t.Fatalf("4 s in: outcome %+v, requeue %v; want none, and a sync in 6s", d.Outcome, d.RequeueAfter)
 	}
-	d = Decide(testJob(status), plan, Children{Pods: pods}, nil, now.Add(6*time.Second))
+	d = mustDecide(t, testJob(status), plan, Children{Pods: pods}, nil, now.Add(6*time.Second))
 	if d.Outcome == nil || d.Outcome.Reason != ReasonStartupDeadlineExceeded || d.Status.Phase != batch.JobFailed {
 		t.Fatalf("10 s in: outcome %+v, phase %s; want Failed, %s", d.Outcome, d.Status.Phase, ReasonStartupDeadlineExceeded)
 	}
@@ -101,11 +101,11 @@ func TestStartupDeadline(t *testing.T) {
 	}
 
 	status.Phase = batch.JobRunning // ran once: a replica restarting later is no late start
-	if d := Decide(testJob(status), plan, Children{Pods: pods}, nil, now.Add(time.Hour)); d.Outcome != nil {
+	if d := mustDecide(t, testJob(status), plan, Children{Pods: pods}, nil, now.Add(time.Hour)); d.Outcome != nil {
 		t.Errorf("a job that has run failed its start deadline: %+v", d.Outcome)
 	}
 	status.Phase, status.StartTime = batch.JobPending, nil // paused or unadmitted until now: no count yet
-	if d := Decide(testJob(status), plan, Children{Pods: pods}, nil, now.Add(time.Hour)); d.Outcome != nil {
+	if d := mustDecide(t, testJob(status), plan, Children{Pods: pods}, nil, now.Add(time.Hour)); d.Outcome != nil {
 		t.Errorf("a job without a start time failed its start deadline: %+v", d.Outcome)
 	}
 }
@@ -116,7 +116,7 @@ func TestStartupDeadline(t *testing.T) {
 func TestDisruptedPodIsReplacedNotCounted(t *testing.T) {
 	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: allSucceed, BackoffLimit: ptr.To[int32](0)}
 	status := statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0))
-	d := Decide(testJob(status), plan, Children{Pods: []*corev1.Pod{disruptedPod("job-worker-0", "w0", "TerminationByKubelet")}}, nil, now)
+	d := mustDecide(t, testJob(status), plan, Children{Pods: []*corev1.Pod{disruptedPod("job-worker-0", "w0", "TerminationByKubelet")}}, nil, now)
 	if d.Outcome != nil {
 		t.Fatalf("a disrupted pod ended the job: %+v", d.Outcome)
 	}
@@ -133,12 +133,12 @@ func TestDisruptedPodIsReplacedNotCounted(t *testing.T) {
 	}
 
 	// The controller stopped before the delete: the next sync deletes it, counting nothing.
-	again := Decide(testJob(*d.Status), plan, Children{Pods: []*corev1.Pod{disruptedPod("job-worker-0", "w0", "TerminationByKubelet")}}, nil, now)
+	again := mustDecide(t, testJob(*d.Status), plan, Children{Pods: []*corev1.Pod{disruptedPod("job-worker-0", "w0", "TerminationByKubelet")}}, nil, now)
 	if r := replicaOf(again.Status, "job-worker-0"); r.Disruptions != 1 || len(again.Disrupted) != 0 || len(again.DeletePods) != 1 {
 		t.Errorf("a second sync: disruptions %d, disrupted %v, deleted %v; want 1, none, the pod", r.Disruptions, again.Disrupted, names(again.DeletePods))
 	}
 	// Once it is gone, a new pod.
-	gone := Decide(testJob(*d.Status), plan, Children{}, nil, now)
+	gone := mustDecide(t, testJob(*d.Status), plan, Children{}, nil, now)
 	if strings.Join(names(gone.CreatePods), ",") != "job-worker-0" || gone.Outcome != nil {
 		t.Errorf("created %v, outcome %+v; want the replica's new pod", names(gone.CreatePods), gone.Outcome)
 	}
@@ -148,7 +148,7 @@ func TestDisruptedPodIsReplacedNotCounted(t *testing.T) {
 
 	// Exit 137 without DisruptionTarget: the program's failure, Never fails the job.
 	killed := pod("job-worker-0", "w0", corev1.PodFailed, 137)
-	if d := Decide(testJob(status), plan, Children{Pods: []*corev1.Pod{killed}}, nil, now); d.Outcome == nil || d.Outcome.Succeeded {
+	if d := mustDecide(t, testJob(status), plan, Children{Pods: []*corev1.Pod{killed}}, nil, now); d.Outcome == nil || d.Outcome.Succeeded {
 		t.Errorf("exit 137 without DisruptionTarget under Never: outcome %+v, want the job failed", d.Outcome)
 	}
 }
@@ -161,22 +161,22 @@ func TestPodDeletedByOthersIsADisruption(t *testing.T) {
 	evicted := pod("job-worker-0", "w0", corev1.PodRunning, 0)
 	evicted.DeletionTimestamp = ptr.To(metav1.NewTime(now))
 	evicted.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"}}
-	d := Decide(testJob(status), plan, Children{Pods: []*corev1.Pod{evicted}}, nil, now)
+	d := mustDecide(t, testJob(status), plan, Children{Pods: []*corev1.Pod{evicted}}, nil, now)
 	r := replicaOf(d.Status, "job-worker-0")
 	if d.Outcome != nil || r.Disruptions != 1 || r.RestartCount != 0 || r.LastTermination == nil || r.LastTermination.Reason != "EvictionByEvictionAPI" {
 		t.Fatalf("outcome %+v, replica %+v: want a disruption recorded, no restart", d.Outcome, r)
 	}
-	again := Decide(testJob(*d.Status), plan, Children{Pods: []*corev1.Pod{evicted}}, nil, now)
+	again := mustDecide(t, testJob(*d.Status), plan, Children{Pods: []*corev1.Pod{evicted}}, nil, now)
 	if r := replicaOf(again.Status, "job-worker-0"); r.Disruptions != 1 || len(again.CreatePods) != 0 {
 		t.Errorf("while the pod terminates: disruptions %d, created %v; want 1 and nothing", r.Disruptions, names(again.CreatePods))
 	}
-	gone := Decide(testJob(*again.Status), plan, Children{}, nil, now)
+	gone := mustDecide(t, testJob(*again.Status), plan, Children{}, nil, now)
 	if r := replicaOf(gone.Status, "job-worker-0"); r.Disruptions != 1 || len(gone.CreatePods) != 1 {
 		t.Errorf("once gone: disruptions %d, created %v; want 1 and the new pod", r.Disruptions, names(gone.CreatePods))
 	}
 
 	// Deleted unseen: known only from status.
-	unseen := Decide(testJob(status), plan, Children{}, nil, now)
+	unseen := mustDecide(t, testJob(status), plan, Children{}, nil, now)
 	if r := replicaOf(unseen.Status, "job-worker-0"); r.Disruptions != 1 || r.LastTermination == nil || r.LastTermination.Reason != ReasonDeleted || len(unseen.CreatePods) != 1 {
 		t.Errorf("a pod gone unseen: %+v, created %v; want a Deleted disruption and a new pod", r, names(unseen.CreatePods))
 	}
@@ -189,7 +189,7 @@ func TestWholeJobRestart(t *testing.T) {
 	status := statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0),
 		replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0), replicaStatus("job-worker-2", "w2", batch.ReplicaRunning, 0))
 	pods := []*corev1.Pod{pod("job-worker-0", "w0", corev1.PodRunning, 0), pod("job-worker-1", "w1", corev1.PodFailed, 1), pod("job-worker-2", "w2", corev1.PodSucceeded, 0)}
-	d := Decide(testJob(status), plan, Children{Pods: pods}, nil, now)
+	d := mustDecide(t, testJob(status), plan, Children{Pods: pods}, nil, now)
 	if d.Outcome != nil || d.Status.Restarts != 1 || len(d.CreatePods) != 0 || len(d.DeletePods) != 3 || !strings.Contains(d.JobRestart, "job-worker-1 failed with exit code 1") {
 		t.Fatalf("outcome %+v, restarts %d, created %v, deleted %v, why %q: want all three deleted, nothing created, one job restart caused by worker-1",
 			d.Outcome, d.Status.Restarts, names(d.CreatePods), names(d.DeletePods), d.JobRestart)
@@ -206,7 +206,7 @@ func TestWholeJobRestart(t *testing.T) {
 	// The barrier: worker-0's old pod still terminates, the others are gone.
 	terminating := pod("job-worker-0", "w0", corev1.PodRunning, 0)
 	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(now))
-	waiting := Decide(testJob(*d.Status), plan, Children{Pods: []*corev1.Pod{terminating}}, nil, now)
+	waiting := mustDecide(t, testJob(*d.Status), plan, Children{Pods: []*corev1.Pod{terminating}}, nil, now)
 	if len(waiting.CreatePods) != 0 || waiting.Status.Restarts != 1 || len(waiting.Restarted) != 0 {
 		t.Errorf("while an old pod remains: created %v, restarts %d, restarted %v; want nothing new", names(waiting.CreatePods), waiting.Status.Restarts, waiting.Restarted)
 	}
@@ -215,7 +215,7 @@ func TestWholeJobRestart(t *testing.T) {
 			t.Errorf("while an old pod remains, %s: %+v; want its one restart kept, no disruption", r.Name, r)
 		}
 	}
-	all := Decide(testJob(*waiting.Status), plan, Children{}, nil, now)
+	all := mustDecide(t, testJob(*waiting.Status), plan, Children{}, nil, now)
 	if strings.Join(names(all.CreatePods), ",") != "job-worker-0,job-worker-1,job-worker-2" {
 		t.Errorf("once every old pod is gone, created %v; want all three together", names(all.CreatePods))
 	}
@@ -225,7 +225,7 @@ func TestWholeJobRestart(t *testing.T) {
 		replicaStatus("job-worker-1", "x1", batch.ReplicaRunning, 1), replicaStatus("job-worker-2", "x2", batch.ReplicaRunning, 1))
 	second.Restarts = 1
 	plan.Groups[0].Limit = nil
-	failed := Decide(testJob(second), plan, Children{Pods: []*corev1.Pod{pod("job-worker-0", "x0", corev1.PodFailed, 1),
+	failed := mustDecide(t, testJob(second), plan, Children{Pods: []*corev1.Pod{pod("job-worker-0", "x0", corev1.PodFailed, 1),
 		pod("job-worker-1", "x1", corev1.PodRunning, 0), pod("job-worker-2", "x2", corev1.PodRunning, 0)}}, nil, now)
 	if failed.Outcome == nil || failed.Outcome.Succeeded || failed.Status.Restarts != 1 {
 		t.Errorf("a second failure with backoffLimit 1: outcome %+v, restarts %d; want the job failed", failed.Outcome, failed.Status.Restarts)
@@ -236,7 +236,7 @@ func TestWholeJobRestart(t *testing.T) {
 func TestWholeJobReplacedOnDisruption(t *testing.T) {
 	plan := &Plan{Groups: []Group{workers(2, batch.RestartOnFailure, nil)}, Judge: allSucceed, RestartJob: true}
 	status := statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0))
-	d := Decide(testJob(status), plan, Children{Pods: []*corev1.Pod{pod("job-worker-0", "w0", corev1.PodRunning, 0), disruptedPod("job-worker-1", "w1", "PreemptionByScheduler")}}, nil, now)
+	d := mustDecide(t, testJob(status), plan, Children{Pods: []*corev1.Pod{pod("job-worker-0", "w0", corev1.PodRunning, 0), disruptedPod("job-worker-1", "w1", "PreemptionByScheduler")}}, nil, now)
 	if d.Status.Restarts != 0 || len(d.Restarted) != 0 || len(d.DeletePods) != 2 || len(d.CreatePods) != 0 {
 		t.Fatalf("restarts %d, restarted %v, deleted %v, created %v: want both replaced, nothing counted", d.Status.Restarts, d.Restarted, names(d.DeletePods), names(d.CreatePods))
 	}
@@ -259,7 +259,7 @@ func TestPodTerminatedByKueueIsADisruption(t *testing.T) {
 		Reason: "UnschedulableOnAssignedNode", Message: "Pod terminated by Kueue NodeController due to node taint"})
 	cached := cachePod(failed).Pod()
 	for _, p := range []*corev1.Pod{failed, cached} {
-		d := Decide(testJob(status), plan, Children{Pods: []*corev1.Pod{p}}, nil, now)
+		d := mustDecide(t, testJob(status), plan, Children{Pods: []*corev1.Pod{p}}, nil, now)
 		if d.Outcome != nil {
 			t.Fatalf("a pod Kueue terminated ended the job: %+v", d.Outcome)
 		}

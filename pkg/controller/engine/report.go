@@ -66,7 +66,7 @@ func AnyRunning(pods []*corev1.Pod) bool {
 // keptRunning names the pods of an ended job that still run and that its decision does not
 // delete: those its clean-up policy keeps.
 func keptRunning(d *Decision, pods []*corev1.Pod) []string {
-	if !Finished(d.Status) {
+	if !d.Status.Finished() {
 		return nil
 	}
 	var names []string

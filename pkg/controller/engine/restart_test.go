@@ -49,14 +49,14 @@ func TestRestartedControllerDecidesTheSame(t *testing.T) {
 			// Settle as a running controller would: write each status, carry out each
 			// deletion, until a decision changes nothing.
 			for range 5 {
-				d := Decide(job, &tc.plan, Children{Pods: pods, EndSeen: endSeen}, nil, now)
+				d := mustDecide(t, job, &tc.plan, Children{Pods: pods, EndSeen: endSeen}, nil, now)
 				if len(d.CreatePods)+len(d.DeletePods) == 0 && equality.Semantic.DeepEqual(job.Status, *d.Status) {
 					break
 				}
 				job.Status = *d.Status
 				pods = slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool { return slices.Contains(d.DeletePods, p) })
 			}
-			later := Decide(job.DeepCopy(), &tc.plan, Children{Pods: pods}, nil, now.Add(time.Hour))
+			later := mustDecide(t, job.DeepCopy(), &tc.plan, Children{Pods: pods}, nil, now.Add(time.Hour))
 			if !equality.Semantic.DeepEqual(job.Status, *later.Status) {
 				t.Errorf("a restarted controller decides another status:\n%s", diff(job.Status, *later.Status))
 			}

@@ -21,17 +21,41 @@ const (
 	msgDebug     = "The job is running in debug mode: replicas run their debug command."
 )
 
+// jobState is what a decision found of a job, beyond its replicas' statuses, that its phase
+// and conditions say.
+type jobState struct {
+	// outcome: the job ends with this decision (nil: it does not).
+	outcome *Outcome
+	// paused: a pause holds the job.
+	paused bool
+	// unadmitted: the admitters' verdict on a job they have not admitted (nil: admitted, or
+	// no admitter applies).
+	unadmitted *Verdict
+	// resumed: the job was paused and is no longer.
+	resumed bool
+	// failed describes the failed replicas, for the ReplicaFailure condition.
+	failed []string
+	// pods are the job's pods as the decision saw them.
+	pods []*corev1.Pod
+	// waiting says which replicas wait for others to be ready before they are made
+	// (Decision.Waiting); waits, which replicas' pods wait, and why (Decision.Waits).
+	waiting string
+	waits   []ReplicaWait
+	// debugHint is the plan's hint for a job in debug mode ("": none).
+	debugHint string
+}
+
 // setPhaseAndConditions fills in phase and conditions. Every condition type is reported once;
 // a condition's lastTransitionTime moves only when its status flips.
 //
-// A job its admitters have not admitted (unadmitted set: their verdict) is Pending, and its
-// Running condition says what it waits for; so does Initialized until the job has had its
-// replicas.
+// A job its admitters have not admitted (st.unadmitted set: their verdict) is Pending, and
+// its Running condition says what it waits for; so does Initialized until the job has had
+// its replicas.
 //
-// Replicas whose pods wait (waits: unschedulable, a container that cannot start) are named in
-// the Running condition, with the reason of the first as its reason, whether the job has
-// yet to run or runs on without them.
-func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused bool, unadmitted *Verdict, resumed bool, failed []string, pods []*corev1.Pod, waiting string, waits []ReplicaWait, debugHint string, now time.Time) {
+// Replicas whose pods wait (st.waits: unschedulable, a container that cannot start) are
+// named in the Running condition, with the reason of the first as its reason, whether the
+// job has yet to run or runs on without them.
+func setPhaseAndConditions(s, old *batch.JobStatus, st jobState, now time.Time) {
 	s.Conditions = append([]batch.JobCondition(nil), old.Conditions...)
 	set := func(t batch.JobConditionType, status bool, reason, message string) {
 		setCondition(&s.Conditions, t, status, reason, message, now)
@@ -41,21 +65,21 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused boo
 	switch {
 	case initialized:
 		set(batch.JobConditionInitialized, true, "-", msgInitialized)
-	case unadmitted != nil:
-		set(batch.JobConditionInitialized, false, unadmitted.Reason, unadmitted.Message)
-	case waiting != "":
-		set(batch.JobConditionInitialized, false, "Waiting", waiting)
+	case st.unadmitted != nil:
+		set(batch.JobConditionInitialized, false, st.unadmitted.Reason, st.unadmitted.Message)
+	case st.waiting != "":
+		set(batch.JobConditionInitialized, false, "Waiting", st.waiting)
 	default:
 		set(batch.JobConditionInitialized, false, "Creating", fmt.Sprintf("%d of %d replicas created.", created, total))
 	}
 
-	if outcome != nil {
-		endWith(set, outcome)
+	if st.outcome != nil {
+		endWith(set, st.outcome)
 	}
 	switch {
-	case len(failed) > 0:
-		set(batch.JobConditionReplicaFailure, true, "ReplicaFailed", "Failed replicas: "+Listed(failed, 10)+".")
-	case len(pods) == 0 && !Finished(old):
+	case len(st.failed) > 0:
+		set(batch.JobConditionReplicaFailure, true, "ReplicaFailed", "Failed replicas: "+Listed(st.failed, 10)+".")
+	case len(st.pods) == 0 && !old.Finished():
 		// A job that waits with no pod (queued, held, not yet created) has no news of pods.
 		set(batch.JobConditionReplicaFailure, false, "-", msgNoFailure)
 	default:
@@ -64,7 +88,7 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused boo
 
 	// An ending, decided now or in an earlier sync, is final: its conditions stay as they are.
 	switch {
-	case Finished(s):
+	case s.Finished():
 		s.Phase = batch.JobFailed
 		if s.ConditionTrue(batch.JobConditionCompleted) {
 			s.Phase = batch.JobSucceeded
@@ -72,9 +96,9 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused boo
 		if !hasCondition(s, batch.JobConditionPaused) {
 			set(batch.JobConditionPaused, false, "-", "The job is not paused.")
 		}
-	case paused:
+	case st.paused:
 		s.Phase = batch.JobPaused
-		left := len(live(pods))
+		left := len(live(st.pods))
 		set(batch.JobConditionRunning, false, "Paused", "The job is paused.")
 		if left == 0 {
 			set(batch.JobConditionPaused, true, "Paused", "The job is paused: all replicas are deleted.")
@@ -83,16 +107,16 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused boo
 		}
 		set(batch.JobConditionCompleted, false, "-", "The job has not finished.")
 		set(batch.JobConditionFailed, false, "-", "The job has not failed.")
-	case unadmitted != nil:
+	case st.unadmitted != nil:
 		s.Phase = batch.JobPending
-		message := unadmitted.Message
-		if left := len(live(pods)); left > 0 {
+		message := st.unadmitted.Message
+		if left := len(live(st.pods)); left > 0 {
 			message += fmt.Sprintf(" %d replicas are being deleted.", left)
 		}
-		set(batch.JobConditionRunning, false, unadmitted.Reason, message)
+		set(batch.JobConditionRunning, false, st.unadmitted.Reason, message)
 		set(batch.JobConditionCompleted, false, "-", "The job has not finished.")
 		set(batch.JobConditionFailed, false, "-", "The job has not failed.")
-		setResumed(set, resumed)
+		setResumed(set, st.resumed)
 	default:
 		resuming := old.Phase == batch.JobPaused || old.Phase == batch.JobResuming
 		switch {
@@ -106,16 +130,16 @@ func setPhaseAndConditions(s, old *batch.JobStatus, outcome *Outcome, paused boo
 			s.Phase = batch.JobPending
 		}
 		switch {
-		case len(waits) > 0:
-			set(batch.JobConditionRunning, s.Phase == batch.JobRunning, waits[0].Reason, runningWith(running, total, waits))
+		case len(st.waits) > 0:
+			set(batch.JobConditionRunning, s.Phase == batch.JobRunning, st.waits[0].Reason, runningWith(running, total, st.waits))
 		case s.Phase == batch.JobRunning:
-			set(batch.JobConditionRunning, true, "-", runningMessage(pods, debugHint))
+			set(batch.JobConditionRunning, true, "-", runningMessage(st.pods, st.debugHint))
 		default:
 			set(batch.JobConditionRunning, false, string(s.Phase), runningWith(running, total, nil))
 		}
 		set(batch.JobConditionCompleted, false, "-", "The job has not finished.")
 		set(batch.JobConditionFailed, false, "-", "The job has not failed.")
-		setResumed(set, resumed)
+		setResumed(set, st.resumed)
 	}
 	sortConditions(s.Conditions)
 }
@@ -293,15 +317,6 @@ func wasPaused(s *batch.JobStatus) bool {
 	return c.Status == corev1.ConditionTrue || c.Reason == "Resumed"
 }
 
-// Finished reports whether a job has ended (Completed or Failed): JobStatus.Finished, for
-// the engine's callers that hold a status that may be nil-free but not addressable.
-func Finished(s *batch.JobStatus) bool { return s.Finished() }
-
-// conditionOf is s.Condition(t), for elsewhere.go until it reads the status itself.
-func conditionOf(s *batch.JobStatus, t batch.JobConditionType) batch.JobCondition {
-	return s.Condition(t)
-}
-
 // EndMessage is what an ended job's Failed or Completed condition says ("" before the end).
 func EndMessage(s *batch.JobStatus) string {
 	for _, t := range []batch.JobConditionType{batch.JobConditionFailed, batch.JobConditionCompleted} {
@@ -319,7 +334,7 @@ func completionTime(old, s *batch.JobStatus) *metav1.Time {
 	switch {
 	case old.CompletionTime != nil:
 		return old.CompletionTime
-	case !Finished(s):
+	case !s.Finished():
 		return nil
 	}
 	for _, t := range []batch.JobConditionType{batch.JobConditionCompleted, batch.JobConditionFailed} {

@@ -143,8 +143,8 @@ func TestTrimmedChildrenDecideAlike(t *testing.T) {
 				o, _ := TrimChild(obj.(runtime.Object).DeepCopyObject())
 				trimmed.Objects = append(trimmed.Objects, o.(metav1.Object))
 			}
-			want := summary(t, Decide(testJob(tc.status), tc.plan, Children{Pods: tc.pods, Objects: tc.objects}, nil, now))
-			if got := summary(t, Decide(testJob(tc.status), tc.plan, trimmed, nil, now)); got != want {
+			want := summary(t, mustDecide(t, testJob(tc.status), tc.plan, Children{Pods: tc.pods, Objects: tc.objects}, nil, now))
+			if got := summary(t, mustDecide(t, testJob(tc.status), tc.plan, trimmed, nil, now)); got != want {
 				t.Errorf("decided on trimmed children:\n%s\nwant, as on the full ones:\n%s", got, want)
 			}
 		})

@@ -53,7 +53,7 @@ func (c *Controller) ttlLeft(ctx context.Context, job Job) (left time.Duration, 
 // applies (none set, or the job has not finished).
 func ttlLeft(job Job, now time.Time) (left time.Duration, ok bool) {
 	ttl, s := job.JobLifecycle().TTLSecondsAfterFinished, job.JobStatus()
-	if ttl == nil || !Finished(s) {
+	if ttl == nil || !s.Finished() {
 		return 0, false
 	}
 	end := completionTime(s, s)

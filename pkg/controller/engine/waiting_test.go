@@ -43,7 +43,7 @@ func pendingStatus(n int) batch.JobStatus {
 func decideWaits(t *testing.T, n int, pods []*corev1.Pod, at time.Time) batch.JobCondition {
 	t.Helper()
 	plan := &Plan{Groups: []Group{workers(int32(n), batch.RestartNever, nil)}, Judge: allSucceed}
-	d := Decide(testJob(pendingStatus(n)), plan, Children{Pods: pods}, nil, at)
+	d := mustDecide(t, testJob(pendingStatus(n)), plan, Children{Pods: pods}, nil, at)
 	if len(d.CreatePods) != 0 {
 		t.Fatalf("created %d pods, want none", len(d.CreatePods))
 	}
@@ -110,13 +110,13 @@ func TestWaitingMessageIsBounded(t *testing.T) {
 func TestWaitingClearedWhenReplicasRun(t *testing.T) {
 	plan := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Judge: allSucceed}
 	runningPods := []*corev1.Pod{ready(pod("job-worker-0", "w0", corev1.PodRunning, 0)), ready(pod("job-worker-1", "w1", corev1.PodRunning, 0))}
-	d := Decide(testJob(pendingStatus(2)), plan, Children{Pods: runningPods}, nil, now)
+	d := mustDecide(t, testJob(pendingStatus(2)), plan, Children{Pods: runningPods}, nil, now)
 	running := d.Status.Condition(batch.JobConditionRunning)
 	if running.Status != corev1.ConditionTrue || running.Reason != "-" || running.Message != msgRunning || len(d.Waits) != 0 {
 		t.Errorf("Running %+v with its pods running, waits %v: want True, -, %q", running, d.Waits, msgRunning)
 	}
 	status := statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaPending, 0))
-	d = Decide(testJob(status), plan, Children{Pods: []*corev1.Pod{runningPods[0], unschedulable(pendingPod(1), noCPU)}}, nil, now)
+	d = mustDecide(t, testJob(status), plan, Children{Pods: []*corev1.Pod{runningPods[0], unschedulable(pendingPod(1), noCPU)}}, nil, now)
 	running = d.Status.Condition(batch.JobConditionRunning)
 	if d.Status.Phase != batch.JobRunning || running.Status != corev1.ConditionTrue || running.Reason != "Unschedulable" || !strings.Contains(running.Message, "worker-1: 0/4 nodes") {
 		t.Errorf("phase %s, Running %+v: want Running, True, Unschedulable, worker-1 named", d.Status.Phase, running)
@@ -130,7 +130,7 @@ func TestAdmissionWaitNamesReplicas(t *testing.T) {
 	status := batch.JobStatus{Phase: batch.JobPending, Conditions: []batch.JobCondition{{Type: batch.JobConditionRunning,
 		Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(time.Date(2026, 1, 1, 11, 0, 5, 0, time.UTC))}}}
 	v := &Verdict{Reason: "Queued", Message: "Waiting for quota."}
-	running := Decide(testJob(status), plan, Children{}, v, now).Status.Condition(batch.JobConditionRunning)
+	running := mustDecide(t, testJob(status), plan, Children{}, v, now).Status.Condition(batch.JobConditionRunning)
 	if want := "Waiting for quota. Replicas waiting: worker-0, worker-1 (since 11:00:05)."; running.Reason != "Queued" || running.Message != want {
 		t.Errorf("Running %s %q, want Queued %q", running.Reason, running.Message, want)
 	}

@@ -29,7 +29,7 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 		return nil, err
 	}
 	n := &note{request: r}
-	if engine.Finished(job.JobStatus()) {
+	if job.JobStatus().Finished() {
 		// An ended job keeps its PodGroup as it is: it goes with the job.
 		if pg := podGroupOf(children.Objects); pg != nil && a.served() {
 			plan.Objects = append(plan.Objects, engine.PlannedChild{Kind: PodGroupKind, Name: pg.Name, Keep: true})

@@ -28,7 +28,7 @@ func (a *Admitter) Decided(_ context.Context, job engine.Job, v *engine.Verdict,
 		return nil
 	}
 	a.waiting.Delete(job.GetUID())
-	if engine.Finished(r.Decision.Status) {
+	if r.Decision.Status.Finished() {
 		a.unplacedWhy.Delete(job.GetUID())
 		return nil
 	}

@@ -40,7 +40,7 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 	if name := prebuiltWorkload(job); name != "" {
 		return a.admitPrebuilt(job, plan, q, name, wl)
 	}
-	if engine.Finished(job.JobStatus()) {
+	if job.JobStatus().Finished() {
 		// An ended job keeps its Workload as it is (Finished), whatever its queue, flavors or
 		// priority class became since.
 		if wl != nil {

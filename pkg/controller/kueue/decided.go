@@ -146,7 +146,7 @@ func queueReason(reason string) bool {
 // does not exist leaves the priority as it is, with a Warning event.
 func (a *Admitter) syncPriority(ctx context.Context, job engine.Job, wl *kueue.Workload) (bool, error) {
 	name := job.GetLabels()[kueue.LabelPriorityClass]
-	if name == "" || !a.installed() || engine.Finished(job.JobStatus()) || (wl.Spec.PriorityClassRef != nil && wl.Spec.PriorityClassRef.Name == name) {
+	if name == "" || !a.installed() || job.JobStatus().Finished() || (wl.Spec.PriorityClassRef != nil && wl.Spec.PriorityClassRef.Name == name) {
 		return false, nil
 	}
 	class, err := a.priorities.Get(name)

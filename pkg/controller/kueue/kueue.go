@@ -110,7 +110,7 @@ func (a *Admitter) Watch(jobs engine.Jobs) []cache.InformerSynced {
 				return
 			}
 			for _, job := range jobs.List() {
-				if job.GetLabels()[kueue.LabelPriorityClass] != class.GetName() || engine.Finished(job.JobStatus()) {
+				if job.GetLabels()[kueue.LabelPriorityClass] != class.GetName() || job.JobStatus().Finished() {
 					continue
 				}
 				if key, err := cache.MetaNamespaceKeyFunc(job); err == nil {

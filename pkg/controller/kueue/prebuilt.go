@@ -64,7 +64,7 @@ func (a *Admitter) admitPrebuilt(job engine.Job, plan *engine.Plan, q *request, 
 	}
 	// Kept as it is while the job lives: its spec is the manager's.
 	plan.Objects = append(plan.Objects, engine.PlannedChild{Kind: WorkloadKind, Name: wl.Name, Keep: true})
-	if engine.Finished(job.JobStatus()) {
+	if job.JobStatus().Finished() {
 		return &engine.Verdict{Admitted: true, Note: &note{wl: wl}}, nil
 	}
 	s, err := a.state(q, wl)

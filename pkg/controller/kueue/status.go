@@ -47,10 +47,10 @@ func workloadConditions(wl *kueue.Workload, r engine.Report) (conds []metav1.Con
 	}
 	evicted := meta.FindStatusCondition(conds, kueue.WorkloadEvicted)
 	switch {
-	case r.Elsewhere && engine.Finished(d.Status) && (evicted == nil || evicted.Status != metav1.ConditionTrue):
+	case r.Elsewhere && d.Status.Finished() && (evicted == nil || evicted.Status != metav1.ConditionTrue):
 		// Another controller runs the job: MultiKueue, which finishes the Workload itself once
 		// it has copied the end.
-	case engine.Finished(d.Status):
+	case d.Status.Finished():
 		// A pod being deleted runs until it is gone; one that ended holds nothing.
 		if !meta.IsStatusConditionTrue(conds, kueue.WorkloadFinished) && !r.Running {
 			reason, message := "Succeeded", engine.MsgSucceeded
@@ -125,7 +125,7 @@ func conditionStatus(b bool) metav1.ConditionStatus {
 // running job has none: any replica of it may be made again (a restart), and Kueue refuses
 // a count that shrinks while the workload holds quota. Counts therefore never go down here.
 func reclaimablePods(wl *kueue.Workload, r engine.Report) []kueue.ReclaimablePod {
-	if r.Elsewhere || !r.Running || !engine.Finished(r.Decision.Status) ||
+	if r.Elsewhere || !r.Running || !r.Decision.Status.Finished() ||
 		!meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) ||
 		meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadFinished) {
 		return nil

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/t9k-jobs/t9k-jobs/test/cluster"
@@ -25,7 +26,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 || (os.Args[1] != "up" && os.Args[1] != "down") {
-		fmt.Fprintln(os.Stderr, "usage: cluster up|down [--dir DIR] [--nodes N] [--kueue] [--workers N] [--bin-dir BIN]")
+		fmt.Fprintln(os.Stderr, "usage: cluster up|down [--dir DIR] [--nodes N] [--kueue] [--workers N] [--real-node] [--image ARCHIVE]... [--bin-dir BIN]")
 		os.Exit(2)
 	}
 	flags := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
@@ -33,10 +34,14 @@ func main() {
 	nodes := flags.Int("nodes", 4, "fake nodes")
 	kueue := flags.Bool("kueue", false, "also start Kueue, with a default ClusterQueue and LocalQueue")
 	workers := flags.Int("workers", 0, "with --kueue: MultiKueue worker clusters to start and connect")
-	binDir := flags.String("bin-dir", os.Getenv("T9K_TOOLS_BIN"), "directory of the control-plane binaries (hack/lib/tools.sh prints it)")
+	realNode := flags.Bool("real-node", false, "also start the real node: a kubelet with containerd (needs root; docs/testing.md)")
+	var images archives
+	flags.Var(&images, "image", "with --real-node: an image archive to import into the node (repeatable)")
+	binDir := flags.String("bin-dir", os.Getenv("T9K_TOOLS_BIN"), "directory of the cluster's binaries (hack/lib/tools.sh prints it)")
 	_ = flags.Parse(os.Args[2:])
 
-	opts := cluster.Options{BinDir: *binDir, Dir: *dir, Nodes: *nodes, Kueue: *kueue, Detach: true, Progress: os.Stderr}
+	opts := cluster.Options{BinDir: *binDir, Dir: *dir, Nodes: *nodes, Kueue: *kueue, Detach: true, Progress: os.Stderr,
+		RealNode: *realNode, RealNodeImages: images}
 	if err := run(os.Args[1], opts, *workers); err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
 		os.Exit(1)
@@ -52,6 +57,10 @@ func run(command string, opts cluster.Options, workers int) error {
 			if err := cluster.StopDir(d); err != nil {
 				fmt.Fprintln(os.Stderr, "cluster:", err)
 			}
+		}
+		// A real node must leave the machine as it was.
+		if left := cluster.RealNodeLeftovers(dir); len(left) > 0 && cluster.RanRealNode(dir) {
+			return fmt.Errorf("the real node left: %s", strings.Join(left, "; "))
 		}
 		fmt.Println("cluster: stopped")
 		return nil
@@ -102,3 +111,9 @@ func run(command string, opts cluster.Options, workers int) error {
 	}
 	return c.SetUpMultiKueue(ctx, clusters)
 }
+
+// archives collects the repeated --image flag.
+type archives []string
+
+func (a *archives) String() string     { return strings.Join(*a, ",") }
+func (a *archives) Set(v string) error { *a = append(*a, v); return nil }

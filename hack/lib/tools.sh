@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
-# Builds and caches the binaries of the local control plane: kube-apiserver, kube-scheduler,
+# Builds and caches the binaries of the local cluster: kube-apiserver, kube-scheduler,
 # kube-controller-manager and kubectl (hack/tools/kube), etcd (hack/tools/etcd), kwok
 # (hack/tools/kwok) and kueue (hack/tools/kueue), with Kueue's CRDs and webhook manifests in
-# kueue-config/ beside them (test/cluster reads them when it starts Kueue). Binaries land in a
-# cache directory keyed by the tool modules' go.mod and go.sum and by this script, so a fresh
-# clone reuses them and a version bump, or a change in how they are built, rebuilds them.
+# kueue-config/ beside them (test/cluster reads them when it starts Kueue); and its real
+# node's: the kubelet and kube-proxy (hack/tools/kube), containerd with its runc shim and ctr
+# (hack/tools/containerd), the CNI plugins in cni/ (hack/tools/cni), crictl
+# (hack/tools/crictl), CoreDNS (hack/tools/coredns) and the pause program, from the
+# Kubernetes module's pause.c. Binaries land in a cache directory keyed by the tool modules'
+# go.mod and go.sum, CoreDNS's main.go and this script, so a fresh clone reuses them and a
+# version bump, or a change in how they are built, rebuilds them.
 #
 # Sourced by hack/cluster.sh; `hack/lib/tools.sh` on its own builds and prints the directory.
 set -euo pipefail
 
 T9K_ROOT=${T9K_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-TOOLS_MODULES=(kube etcd kwok kueue)
+TOOLS_MODULES=(kube etcd kwok kueue containerd cni crictl coredns)
 
 # tools_bin_dir prints the cache directory for the current tool versions.
 tools_bin_dir() {
   local cache=${T9K_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/t9k-jobs}
   local key m
   key=$(cd "$T9K_ROOT/hack/tools" && for m in "${TOOLS_MODULES[@]}"; do cat "$m/go.sum" "$m/go.mod"; done |
-    cat - "$T9K_ROOT/hack/lib/tools.sh" | sha256sum | cut -c1-16)
+    cat - "$T9K_ROOT/hack/lib/tools.sh" "$T9K_ROOT/hack/tools/coredns/cmd/coredns/main.go" | sha256sum | cut -c1-16)
   echo "$cache/bin/$key"
 }
 
@@ -25,8 +29,12 @@ tools_bin_dir() {
 # Built from the module, they would report v0.0.0-master+$Format:%H$, which clients that parse
 # the server's version (Kueue does) refuse.
 version_ldflags() {
-  [[ $1 == kube ]] || return 0
   local v major minor p
+  if [[ $1 == containerd ]]; then   # otherwise it reports a development version
+    printf -- "-X github.com/containerd/containerd/v2/version.Version=%s" "$(go list -m -f '{{.Version}}' github.com/containerd/containerd/v2)"
+    return 0
+  fi
+  [[ $1 == kube ]] || return 0
   v=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)   # v1.37.1
   major=${v#v}; major=${major%%.*}
   minor=${v#v*.}; minor=${minor%%.*}
@@ -43,7 +51,12 @@ build_module() {
   cd "$T9K_ROOT/hack/tools/$module"
   total=$(go list -deps tool 2>/dev/null | wc -l)
   echo "building $module tools ($total packages; cached packages go fast)..."
-  go build -v -ldflags "$(version_ldflags "$module")" -o "$out/" tool 2>&1 | while IFS= read -r line; do
+  local dest=$out tags=
+  case $module in
+    cni) dest=$out/cni; mkdir -p "$dest" ;;   # containerd finds the plugins in a directory of their own
+    containerd) tags="no_btrfs no_zfs no_devmapper" ;;   # snapshotters that need C libraries
+  esac
+  go build -v -tags "$tags" -ldflags "$(version_ldflags "$module")" -o "$dest/" tool 2>&1 | while IFS= read -r line; do
     case "$line" in
       *" "*|*:*) echo "  $line" ;;             # compiler errors and warnings pass through
       *) done=$((done + 1))
@@ -53,7 +66,7 @@ build_module() {
   # go build's exit status is lost in the pipe: check that every tool was written.
   local t
   for t in $(go list -f '{{.Target}}' tool 2>/dev/null | xargs -n1 basename); do
-    [[ -x "$out/$t" ]] || { echo "build of $module failed: $out/$t missing" >&2; return 1; }
+    [[ -x "$dest/$t" ]] || { echo "build of $module failed: $dest/$t missing" >&2; return 1; }
   done
   echo "built $module tools in $((SECONDS - start))s"
 }
@@ -71,8 +84,18 @@ copy_kueue_config() {
   chmod -R u+w "$out"
 }
 
+# build_pause builds the program a pod's sandbox runs, statically, from the Kubernetes module's
+# own source.
+build_pause() {
+  local src
+  src=$(cd "$T9K_ROOT/hack/tools/kube" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c
+  gcc -Os -static -DVERSION=t9k-local -o "$1/pause" "$src"
+}
+
 # TOOLS are the binaries and TOOL_FILES the files a complete tools directory holds.
-TOOLS=(kube-apiserver kube-scheduler kube-controller-manager kubectl etcd kwok kueue)
+TOOLS=(kube-apiserver kube-scheduler kube-controller-manager kubectl etcd kwok kueue
+  kubelet kube-proxy containerd containerd-shim-runc-v2 ctr crictl coredns pause
+  cni/bridge cni/host-local cni/loopback)
 TOOL_FILES=(kueue-config/crd/kustomization.yaml kueue-config/webhook/manifests.yaml)
 
 # missing_tool prints the first tool or file directory $1 lacks, and fails when it lacks none.
@@ -94,6 +117,7 @@ ensure_tools() {
     # the etcd main package is the server module itself, so go names its binary "server".
     [[ -x "$bin.partial/server" ]] && mv "$bin.partial/server" "$bin.partial/etcd"
     copy_kueue_config "$bin.partial"
+    build_pause "$bin.partial"
     if missing=$(missing_tool "$bin.partial"); then
       echo "missing $missing after build" >&2
       return 1

@@ -40,9 +40,12 @@ var kwokConfig []byte
 const FakeNodeAnnotation = "kwok.x-k8s.io/node"
 
 // ServiceCIDR is the range of the cluster's Service addresses (kube-apiserver's
-// --service-cluster-ip-range): the kubernetes Service has its first address, 10.96.0.1, which
-// the API server's serving certificate names. The process node takes it as --service-cidr.
-const ServiceCIDR = "10.96.0.0/16"
+// --service-cluster-ip-range): the kubernetes Service has its first address, which the API
+// server's serving certificate names. The process node takes it as --service-cidr.
+const (
+	ServiceCIDR         = "10.96.0.0/16"
+	kubernetesServiceIP = "10.96.0.1"
+)
 
 // The local control plane schedules pod groups all or nothing, as a cluster that turns on
 // Kubernetes' gang scheduling (beta in 1.37, off by default) does: the feature gate on the API
@@ -77,6 +80,11 @@ type Options struct {
 	BeforeControllers func(context.Context, *rest.Config) error
 	// Kueue starts Kueue once the cluster is ready (StartKueue, with default KueueOptions).
 	Kueue bool
+	// RealNode starts the real node (realnode.go) beside the fake ones, with the images of
+	// RealNodeImages (OCI archives) imported. Then the API server also serves on the node's
+	// address, where its pods reach it through the kubernetes Service.
+	RealNode       bool
+	RealNodeImages []string
 }
 
 // Cluster is a running control plane.
@@ -150,17 +158,27 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 
 	c.step("starting kube-apiserver on https://127.0.0.1:%d", apiPort)
-	if err := c.run("kube-apiserver", bin("kube-apiserver"),
+	// Without a real node, the API server serves on loopback alone, and the kubernetes Service
+	// has no endpoints: nothing in a pod could reach it. With one, it serves on every address,
+	// and the Service's endpoint is the node's, where its pods reach it.
+	serving := []string{"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none"}
+	if opts.RealNode {
+		if os.Geteuid() != 0 {
+			return nil, errNotRoot
+		}
+		serving = []string{"--bind-address=0.0.0.0", "--advertise-address=" + RealNodeIP}
+	}
+	if err := c.run("kube-apiserver", bin("kube-apiserver"), append(serving,
 		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
-		"--cert-dir="+filepath.Join(dir, "certs"),
+		fmt.Sprintf("--secure-port=%d", apiPort),
+		"--tls-cert-file="+filepath.Join(dir, pkiDir, apiServerName+".crt"),
+		"--tls-private-key-file="+filepath.Join(dir, pkiDir, apiServerName+".key"),
 		"--token-auth-file="+filepath.Join(dir, "tokens.csv"),
 		"--authorization-mode=RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+filepath.Join(dir, "sa.key"),
 		"--service-account-signing-key-file="+filepath.Join(dir, "sa.key"),
 		"--service-cluster-ip-range="+ServiceCIDR,
-		"--endpoint-reconciler-type=none", // no endpoints for the loopback apiserver
 		"--allow-privileged=true",
 		// Kubernetes' own gang scheduling: the scheduling.k8s.io/v1beta1 API (PodGroup,
 		// Workload) and, in the scheduler, the GangScheduling plugin (docs/testing.md, "The
@@ -173,15 +191,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--kubelet-client-certificate="+c.Kubelet().APIServerCertFile,
 		"--kubelet-client-key="+c.Kubelet().APIServerKeyFile,
 		"--kubelet-certificate-authority="+c.Kubelet().ClientCAFile,
-	); err != nil {
-		return nil, err
-	}
-	// The API server writes its self-signed serving certificate first thing; the kubeconfig
-	// trusts it.
-	if err := c.waitFor(ctx, "the API server's certificate", 30*time.Second, func(context.Context) error {
-		_, err := os.Stat(filepath.Join(dir, "certs", "apiserver.crt"))
-		return err
-	}); err != nil {
+	)...); err != nil {
 		return nil, err
 	}
 	if err := c.writeKubeconfig(apiPort, token); err != nil {
@@ -223,7 +233,7 @@ leaderElection:
 	if err := c.run("kube-controller-manager", bin("kube-controller-manager"),
 		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0", "--feature-gates="+gangFeatureGates,
 		"--service-account-private-key-file="+filepath.Join(dir, "sa.key"),
-		"--root-ca-file="+filepath.Join(dir, "certs", "apiserver.crt"),
+		"--root-ca-file="+filepath.Join(dir, pkiDir, caName+".crt"),
 		"--use-service-account-credentials=false",
 		"--kube-api-qps=500", "--kube-api-burst=1000",
 		// Past 12,500 ended pods (the default) the pod garbage collector deletes the oldest,
@@ -249,6 +259,11 @@ leaderElection:
 		return ready(ctx, client, opts.Nodes)
 	}); err != nil {
 		return nil, err
+	}
+	if opts.RealNode {
+		if err := c.startRealNode(ctx, opts.RealNodeImages); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Kueue {
 		if err := c.StartKueue(ctx, KueueOptions{}); err != nil {
@@ -283,13 +298,13 @@ func (c *Cluster) writeSecrets() (string, error) {
 	return token, os.WriteFile(filepath.Join(c.Dir, "sa.key"), keyPEM, 0o600)
 }
 
-// writeKubeconfig writes the admin kubeconfig. The API server's self-signed serving
-// certificate (it writes it to --cert-dir) is the kubeconfig's certificate authority.
+// writeKubeconfig writes the admin kubeconfig, which trusts the cluster's CA: it issued the
+// API server's serving certificate (pki.go).
 func (c *Cluster) writeKubeconfig(port int, token string) error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["t9k-local"] = &clientcmdapi.Cluster{
 		Server:               fmt.Sprintf("https://127.0.0.1:%d", port),
-		CertificateAuthority: filepath.Join(c.Dir, "certs", "apiserver.crt"),
+		CertificateAuthority: filepath.Join(c.Dir, pkiDir, caName+".crt"),
 	}
 	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts["t9k-local"] = &clientcmdapi.Context{Cluster: "t9k-local", AuthInfo: "admin", Namespace: "default"}

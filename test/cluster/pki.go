@@ -39,6 +39,9 @@ const (
 	kubeletClientName = "apiserver-kubelet-client"
 	// kubeletServingName is the kubelets' serving certificate: 127.0.0.1 and localhost.
 	kubeletServingName = "kubelet"
+	// apiServerName is the API server's serving certificate: for loopback, the real node's
+	// address, and the kubernetes Service's address and names, as pods call it.
+	apiServerName = "apiserver"
 )
 
 // KubeletTLSIn is the kubelet files of the cluster whose directory is dir.
@@ -83,6 +86,13 @@ func (c *Cluster) writePKI() error {
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
 		},
+		apiServerName: {
+			Subject:     pkix.Name{CommonName: "kube-apiserver"},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(RealNodeIP), net.ParseIP(kubernetesServiceIP)},
+			DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+				"kubernetes.default.svc." + clusterDomain},
+		},
 	} {
 		template.NotBefore, template.NotAfter = now.Add(-time.Hour), now.AddDate(1, 0, 0)
 		template.KeyUsage = x509.KeyUsageDigitalSignature
@@ -95,6 +105,29 @@ func (c *Cluster) writePKI() error {
 		}
 	}
 	return nil
+}
+
+// readCA reads the cluster's CA from dir.
+func readCA(dir string) (*x509.Certificate, crypto.Signer, error) {
+	certPEM, err := os.ReadFile(filepath.Join(dir, caName+".crt"))
+	if err != nil {
+		return nil, nil, err
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(dir, caName+".key"))
+	if err != nil {
+		return nil, nil, err
+	}
+	certBlock, _ := pem.Decode(certPEM)
+	keyBlock, _ := pem.Decode(keyPEM)
+	if certBlock == nil || keyBlock == nil {
+		return nil, nil, fmt.Errorf("%s: not PEM", dir)
+	}
+	cert, err := x509.ParseCertificate(certBlock.Bytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := x509.ParseECPrivateKey(keyBlock.Bytes)
+	return cert, key, err
 }
 
 // issue signs template with the CA (itself when ca is nil) and writes <name>.crt and

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,8 +38,13 @@ type process struct {
 // process group, so that stopping it stops anything it started. Unless detached, the kernel
 // kills it when this process dies, so a crashed test leaves nothing behind.
 func (c *Cluster) run(name, path string, args ...string) error {
+	return c.runEnv(name, path, nil, args...)
+}
+
+// runEnv is run with the environment env (nil: this process's).
+func (c *Cluster) runEnv(name, path string, env []string, args ...string) error {
 	started, err := harness.Start(path, args, harness.Options{Log: filepath.Join(c.Dir, "logs", name+".log"),
-		Group: true, Detach: c.opts.Detach})
+		Group: true, Detach: c.opts.Detach, Env: env})
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
@@ -53,9 +60,13 @@ func (c *Cluster) run(name, path string, args ...string) error {
 	return err
 }
 
-// Stop stops every component, newest first, and waits until each has exited.
+// Stop stops every component, newest first, and waits until each has exited. A real node
+// goes first, and leaves the machine as it was (realnode_teardown.go).
 func (c *Cluster) Stop() error {
 	var errs []error
+	if c.opts.RealNode {
+		errs = append(errs, tearDownRealNode(c.Dir, c.opts.Progress))
+	}
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		errs = append(errs, c.procs[i].stop())
 	}
@@ -75,28 +86,14 @@ func (p *process) stop() error {
 // StopDir stops the cluster whose directory is dir, started by another process (a detached
 // cluster). A recorded pid that no longer runs the recorded component is left alone.
 func StopDir(dir string) error {
-	f, err := os.Open(filepath.Join(dir, pidFile))
-	if errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, pidFile)); errors.Is(err, os.ErrNotExist) {
 		return nil // nothing running
 	}
-	if err != nil {
-		return err
-	}
-	type entry struct {
-		name string
-		pid  int
-	}
-	var entries []entry
-	scanner := bufio.NewScanner(f)
-	for scanner.Scan() {
-		name, pidText, ok := strings.Cut(scanner.Text(), " ")
-		pid, err := strconv.Atoi(pidText)
-		if ok && err == nil {
-			entries = append(entries, entry{name, pid})
-		}
-	}
-	f.Close()
+	entries := pidEntries(dir)
 	var errs []error
+	if slices.ContainsFunc(entries, func(e pidEntry) bool { return e.name == "kubelet" }) {
+		errs = append(errs, tearDownRealNode(dir, io.Discard))
+	}
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := entries[i]
 		if !runs(e.pid, e.name) {
@@ -116,6 +113,31 @@ func StopDir(dir string) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// pidEntry is a line of the pid file: a component's name and pid.
+type pidEntry struct {
+	name string
+	pid  int
+}
+
+// pidEntries reads the cluster's pid file (none when it has none).
+func pidEntries(dir string) []pidEntry {
+	f, err := os.Open(filepath.Join(dir, pidFile))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var entries []pidEntry
+	scanner := bufio.NewScanner(f)
+	for scanner.Scan() {
+		name, pidText, ok := strings.Cut(scanner.Text(), " ")
+		pid, err := strconv.Atoi(pidText)
+		if ok && err == nil {
+			entries = append(entries, pidEntry{name, pid})
+		}
+	}
+	return entries
 }
 
 // runs reports whether pid is a live process of the named component (not a zombie, and not a

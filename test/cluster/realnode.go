@@ -137,12 +137,8 @@ func (c *Cluster) startRealNode(ctx context.Context, images []string) error {
 	}); err != nil {
 		return err
 	}
-	for _, archive := range append([]string{pause}, images...) {
-		start := time.Now()
-		if err := ctr("images", "import", archive); err != nil {
-			return fmt.Errorf("importing %s: %w", archive, err)
-		}
-		c.step("imported %s in %.1fs", filepath.Base(archive), time.Since(start).Seconds())
+	if err := c.ImportImages(append([]string{pause}, images...)...); err != nil {
+		return err
 	}
 
 	if err := c.run("kubelet", bin("kubelet"), "--config="+p.kubeletConfig, "--kubeconfig="+c.Kubeconfig,
@@ -175,6 +171,27 @@ func (c *Cluster) startRealNode(ctx context.Context, images []string) error {
 	c.step("real node %s Ready", RealNodeName)
 	return nil
 }
+
+// ImportImages imports image archives (OCI image layouts in a tar, named by annotation, as
+// `make image` and test/testimage write them) into the real node's containerd, where its
+// pods find them by name: nothing is ever pulled.
+func (c *Cluster) ImportImages(archives ...string) error {
+	if !c.opts.RealNode {
+		return errors.New("the cluster runs no real node")
+	}
+	for _, archive := range archives {
+		start := time.Now()
+		if err := run(filepath.Join(c.opts.BinDir, "ctr"), "--address", realPaths().containerdSocket, "--namespace", "k8s.io",
+			"images", "import", archive); err != nil {
+			return fmt.Errorf("importing %s: %w", archive, err)
+		}
+		c.step("imported %s in %.1fs", filepath.Base(archive), time.Since(start).Seconds())
+	}
+	return nil
+}
+
+// HasRealNode reports whether the cluster runs the real node.
+func (c *Cluster) HasRealNode() bool { return c.opts.RealNode }
 
 // writeRealNodeCert issues the kubelet's serving certificate, for the node's address, from
 // the cluster's CA: the API server verifies it with that CA when it calls the kubelet (logs,

@@ -57,7 +57,7 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
-func run(m *testing.M) int {
+func run(m *testing.M) (code int) {
 	ctx := context.Background()
 	env.kubeconfig = os.Getenv("T9K_E2E_KUBECONFIG")
 	env.kubectl = "kubectl"
@@ -72,15 +72,21 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
 		}
-		c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, Dir: dir, Progress: os.Stderr})
+		// As root, the cluster has a real node too (realnode_test.go).
+		c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, Dir: dir, Progress: os.Stderr, RealNode: os.Geteuid() == 0})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "e2e: starting the local cluster:", err)
 			return 1
 		}
-		code := 1
+		code = 1
 		defer func() {
 			if err := c.Stop(); err != nil {
 				fmt.Fprintln(os.Stderr, "e2e:", err)
+			}
+			// The real node must leave the machine as it was: the run fails otherwise.
+			if left := realNodeLeftovers(c, dir); len(left) > 0 {
+				fmt.Fprintln(os.Stderr, "e2e: the real node left:", strings.Join(left, "; "))
+				code = 1
 			}
 			if code == 0 {
 				os.RemoveAll(dir)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
@@ -164,11 +165,22 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	// The informers watch on connections of their own (ownConnection), not on the one that
+	// carries the writes.
+	watchConfig := ownConnection(config)
+	watchJobs, err := versioned.NewForConfig(watchConfig)
+	if err != nil {
+		return err
+	}
+	watchKube, err := kubernetes.NewForConfig(protobuf(watchConfig))
+	if err != nil {
+		return err
+	}
 	// Jobs without managedFields nor kubectl's copy of the applied object (engine.TrimJob):
 	// the cache is smaller, and so is every status write, which sends the whole object (the
 	// API server keeps what a status write leaves out). The resync brings every job back now
 	// and then, should an event it waited for never come.
-	jobFactory := jobinformers.NewSharedInformerFactoryWithOptions(jobs, o.resyncPeriod, jobinformers.WithNamespace(o.namespace),
+	jobFactory := jobinformers.NewSharedInformerFactoryWithOptions(watchJobs, o.resyncPeriod, jobinformers.WithNamespace(o.namespace),
 		jobinformers.WithTransform(engine.TrimJob))
 	kinds := adapters(jobs, jobFactory)
 	if err := checkCRDs(kube.Discovery(), kinds); err != nil {
@@ -204,7 +216,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	runControllers := func(ctx context.Context) {
-		runAll(ctx, o, engine.Clients{Kube: kube}, kueueClient, gangServed, jobFactory, kinds, events, &ready)
+		runAll(ctx, o, engine.Clients{Kube: kube}, watchKube, kueueClient, gangServed, jobFactory, kinds, events, &ready)
 	}
 	if !o.leaderElect {
 		runControllers(ctx)
@@ -223,6 +235,18 @@ func protobuf(config *rest.Config) *rest.Config {
 	return c
 }
 
+// ownConnection returns a copy of config whose clients each open a connection of their own.
+// client-go shares one HTTP/2 connection among all the clients of equal TLS settings, and an
+// API server busy with a burst of the controller's writes sends the events of watches on that
+// connection late: in `make bench` pods' events reached the controller up to a second after
+// a client on another connection saw them, and a job said Running that much later. The
+// writes and the watches are kept apart. (A config that dials by itself is never shared.)
+func ownConnection(config *rest.Config) *rest.Config {
+	c := rest.CopyConfig(config)
+	c.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	return c
+}
+
 // adapters is every kind the controller runs, one adapter each. The CRDs checked for at start
 // are theirs, so a kind added here is checked for too.
 func adapters(jobs versioned.Interface, f jobinformers.SharedInformerFactory) []engine.Adapter {
@@ -237,15 +261,16 @@ func adapters(jobs versioned.Interface, f jobinformers.SharedInformerFactory) []
 }
 
 // runAll starts the informers, the admitters and the controller of every kind, and returns
-// once ctx ends and in-flight syncs are done. kueueClient is nil when Kueue's API is not
-// served; gangServed is nil when PodGroups are not, and otherwise says which of their fields are.
-func runAll(ctx context.Context, o options, clients engine.Clients, kueueClient kueueclient.Interface, gangServed *gang.Features, jobFactory jobinformers.SharedInformerFactory,
+// once ctx ends and in-flight syncs are done. The children's informers watch through
+// watchKube, on a connection of its own. kueueClient is nil when Kueue's API is not served;
+// gangServed is nil when PodGroups are not, and otherwise says which of their fields are.
+func runAll(ctx context.Context, o options, clients engine.Clients, watchKube kubernetes.Interface, kueueClient kueueclient.Interface, gangServed *gang.Features, jobFactory jobinformers.SharedInformerFactory,
 	kinds []engine.Adapter, events kubernetes.Interface, ready *atomic.Int32) {
 	ready.Store(syncing)
 	// The children, of every kind the engine's table lists: only the project's, and of each
 	// only what the engine reads (engine.TrimChild): memory.
 	onlyChildren := func(opts *metav1.ListOptions) { opts.LabelSelector = batch.LabelJobName }
-	kubeFactory := informers.NewSharedInformerFactoryWithOptions(clients.Kube, 0,
+	kubeFactory := informers.NewSharedInformerFactoryWithOptions(watchKube, 0,
 		informers.WithNamespace(o.namespace),
 		informers.WithTweakListOptions(onlyChildren),
 		informers.WithTransform(engine.TrimChild))

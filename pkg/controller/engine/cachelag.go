@@ -17,7 +17,8 @@ type writtenStatus struct {
 
 // statusWait is how long a sync should still wait for the cache to show the controller's
 // last status write of the job: 0 once the cached job is that write or newer (another writer,
-// a user's edit, may have changed it since), or once statusWaitTTL has passed.
+// a user's edit, may have changed it since), or once statusWaitTTL has passed. A sync taken
+// as urgent that has to wait stays urgent (lanes.stillUrgent).
 func (c *Controller) statusWait(key string, job Job) time.Duration {
 	v, ok := c.written.Load(key)
 	if !ok {
@@ -29,6 +30,7 @@ func (c *Controller) statusWait(key string, job Job) time.Duration {
 		c.written.CompareAndDelete(key, v)
 		return 0
 	}
+	c.lanes.stillUrgent(key)
 	return left
 }
 
@@ -48,10 +50,16 @@ func atLeast(a, b string) bool {
 func expectKey(key string, k *ChildKind) string { return key + "/" + k.Resource }
 
 // expectationsWait is how long the job's expected writes may still hold it back (0: none).
+// A sync taken as urgent that has to wait stays urgent: a pod may show Running before the
+// cache shows the job's last Service created, and the event of that Service should sync the
+// job before the keys queued meanwhile.
 func (c *Controller) expectationsWait(key string) time.Duration {
 	var wait time.Duration
 	for _, cc := range c.caches {
 		wait = max(wait, c.expect.Wait(expectKey(key, cc.kind)))
+	}
+	if wait > 0 {
+		c.lanes.stillUrgent(key)
 	}
 	return wait
 }
@@ -61,6 +69,7 @@ func (c *Controller) forget(key string) {
 		c.expect.Forget(expectKey(key, cc.kind))
 	}
 	c.written.Delete(key)
+	c.lanes.forget(key)
 	c.held.Delete(key)
 	c.announced.Delete(key)
 }

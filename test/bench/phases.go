@@ -148,7 +148,7 @@ func runJobs(ctx context.Context, c config, config *rest.Config, kube kubernetes
 	client := versioned.NewForConfigOrDie(config)
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching() // before its cluster goes
-	lat := newLatencies(podsPerJob(c))
+	lat := newLatencies(c)
 	pods := watchPods(watchCtx, kube, ns, "!"+prefillLabel, lat.podHandler())
 	runningJobs := watchRunningJobs(watchCtx, c.kind, client, ns, "!"+prefillLabel, lat.jobHandler())
 	start := time.Now()

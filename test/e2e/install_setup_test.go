@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,13 +16,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/t9k-jobs/t9k-jobs/test/procnode"
+	"github.com/t9k-jobs/t9k-jobs/test/cluster"
 )
 
 // install is what the in-cluster tests install: the image `make image` builds, under the
 // name and tag manifests/kustomization.yaml gives the Deployment, and a release made by
-// `make release`. Both are built once, by the first test that needs them, and handed to the
-// process node as a kubelet is given images.
+// `make release`. Both are built once, by the first test that needs them, and imported into
+// the real node's containerd, where its kubelet finds them by name or by digest (nothing is
+// pulled).
 var install struct {
 	once    sync.Once
 	err     error
@@ -38,19 +38,19 @@ const (
 	controllerBinary     = "/usr/local/bin/t9k-job-controller" // in the image (hack/image)
 )
 
-// needInstall skips (or fails, where CI is set) a test that installs the controller where the
-// process node cannot run it, and builds the image and the release for it.
+// needInstall skips (or fails, where CI is set) a test that installs the controller where
+// there is no real node to run it, and builds the image and the release for it.
 func needInstall(t *testing.T) {
 	t.Helper()
-	needProcNode(t, controllerNamespace)
+	needRealNode(t, controllerNamespace)
 	install.once.Do(func() { install.err = buildInstall() })
 	if install.err != nil {
 		t.Fatal(install.err)
 	}
 }
 
-// buildInstall builds the image and the release with the project's make targets, and puts
-// both archives where the process node reads images.
+// buildInstall builds the image and the release with the project's make targets, and imports
+// both archives into the real node.
 func buildInstall() error {
 	dir, err := os.MkdirTemp("", "t9k-install-")
 	if err != nil {
@@ -70,21 +70,44 @@ func buildInstall() error {
 		}
 		fmt.Fprintf(os.Stderr, "e2e: make %s: %.1fs\n", args[0], time.Since(start).Seconds())
 	}
-	// Each whole archive appears at once under its final name (a rename), as the node expects.
-	for name, src := range map[string]string{
-		"controller-dev.tar":     image,
-		"controller-release.tar": filepath.Join(install.release, "t9k-job-controller-"+install.version+".oci.tar"),
-	} {
-		if err := os.Link(src, filepath.Join(procNode.images, name)); err != nil {
-			return err
+	if err := env.cluster.ImportImages(image, filepath.Join(install.release, "t9k-job-controller-"+install.version+".oci.tar")); err != nil {
+		return err
+	}
+	return nameByDigest(filepath.Join(install.release, "install.yaml"))
+}
+
+// nameByDigest gives the release's image, imported under its tag, the name install.yaml
+// pins it by (<image>@sha256:...), as pulling it from a registry would: the kubelet asks
+// containerd for that name, and would try to pull it otherwise. (ImportImages names an image
+// by the reference its archive gives, the tag, alone.)
+func nameByDigest(installYAML string) error {
+	data, err := os.ReadFile(installYAML)
+	if err != nil {
+		return err
+	}
+	var pinned string
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "image: "); ok && strings.Contains(v, "@sha256:") {
+			pinned = v
 		}
+	}
+	tagged, digest, ok := strings.Cut(pinned, "@")
+	if !ok {
+		return fmt.Errorf("%s names no image by digest", installYAML)
+	}
+	repo := tagged[:strings.LastIndexByte(tagged, ':')]
+	// The real node's containerd (test/cluster, realNodePaths), in the kubelet's namespace.
+	ctr := exec.Command(filepath.Join(filepath.Dir(env.kubectl), "ctr"), "--address", "/var/lib/t9k-realnode/containerd/containerd.sock",
+		"--namespace", "k8s.io", "images", "tag", "--force", tagged, repo+"@"+digest)
+	if out, err := ctr.CombinedOutput(); err != nil {
+		return fmt.Errorf("naming %s by its digest: %v: %s", tagged, err, out)
 	}
 	return nil
 }
 
 // handOverToInstalled stops the suite's controller, so that the installed one runs jobs alone,
-// and makes the process node the only node the controller's pods fit: the kwok nodes get a
-// taint that only the tests' job pods tolerate, the process node loses its own. When the test
+// and makes the real node the only node the controller's pods fit: the kwok nodes get a taint
+// that only the tests' job pods tolerate, the real node loses its own. When the test
 // ends it puts back the nodes, the CRDs and the suite's controller with fresh credentials
 // (uninstalling deleted the CRDs and the service account).
 func handOverToInstalled(t *testing.T) {
@@ -92,7 +115,7 @@ func handOverToInstalled(t *testing.T) {
 	if !stopController() {
 		t.Fatal("the suite's controller did not stop on SIGTERM")
 	}
-	restoreNodes := onlyProcNodeSchedulable(t)
+	restoreNodes := onlyRealNodeSchedulable(t)
 	t.Cleanup(func() {
 		restoreNodes()
 		ctx := context.Background()
@@ -119,15 +142,19 @@ func handOverToInstalled(t *testing.T) {
 var installTaint = corev1.Taint{Key: "e2e.t9k.dev/install", Value: "jobs-only", Effect: corev1.TaintEffectNoSchedule}
 
 // onKwokDuringInstall puts a job's pods on the kwok nodes during an install test: they
-// tolerate installTaint, and keep off the process node, which has no taint then.
+// tolerate installTaint, and keep off the nodes with the runtime label (the real node, which
+// has no taint then, and the process node).
 func onKwokDuringInstall(spec *corev1.PodSpec) {
 	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{Key: installTaint.Key, Operator: corev1.TolerationOpExists})
 	spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
-			{Key: procnode.RuntimeLabel, Operator: corev1.NodeSelectorOpDoesNotExist}}}}}}}
+			{Key: cluster.RealNodeLabel, Operator: corev1.NodeSelectorOpDoesNotExist}}}}}}}
 }
 
-func onlyProcNodeSchedulable(t *testing.T) (restore func()) {
+// onlyRealNodeSchedulable lifts the real node's taint and puts installTaint on the kwok nodes
+// (the nodes without the runtime label) until restore. The process node keeps its own taint,
+// which the controller's pods do not tolerate.
+func onlyRealNodeSchedulable(t *testing.T) (restore func()) {
 	t.Helper()
 	ctx := context.Background()
 	nodes, err := env.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -159,19 +186,21 @@ func onlyProcNodeSchedulable(t *testing.T) (restore func()) {
 	with := func(taint corev1.Taint) func([]corev1.Taint) []corev1.Taint {
 		return func(ts []corev1.Taint) []corev1.Taint { return append(without(taint.Key)(ts), taint) }
 	}
-	procTaint := corev1.Taint{Key: procnode.RuntimeLabel, Value: procnode.RuntimeValue, Effect: corev1.TaintEffectNoSchedule}
+	realTaint := corev1.Taint{Key: cluster.RealNodeToleration.Key, Value: cluster.RealNodeToleration.Value, Effect: cluster.RealNodeToleration.Effect}
 	for _, n := range nodes.Items {
-		if n.Name == procNodeName {
-			setTaints(n.Name, without(procTaint.Key))
-		} else {
+		switch _, special := n.Labels[cluster.RealNodeLabel]; {
+		case n.Name == cluster.RealNodeName:
+			setTaints(n.Name, without(realTaint.Key))
+		case !special:
 			setTaints(n.Name, with(installTaint))
 		}
 	}
 	return func() {
 		for _, n := range nodes.Items {
-			if n.Name == procNodeName {
-				setTaints(n.Name, with(procTaint))
-			} else {
+			switch _, special := n.Labels[cluster.RealNodeLabel]; {
+			case n.Name == cluster.RealNodeName:
+				setTaints(n.Name, with(realTaint))
+			case !special:
 				setTaints(n.Name, without(installTaint.Key))
 			}
 		}
@@ -235,40 +264,15 @@ func waitLeader(t *testing.T, pods []corev1.Pod) string {
 	return leader
 }
 
-// controllerProcess is the pid, on this machine, of the controller in a pod of the process
-// node: the child of its container's init, whose pid the container ID names.
+// controllerProcess is the pid, on this machine, of the controller in a pod of the real node:
+// its container's pid 1, which runs the image's binary.
 func controllerProcess(t *testing.T, pod *corev1.Pod) int {
 	t.Helper()
-	if len(pod.Status.ContainerStatuses) == 0 {
-		t.Fatalf("pod %s has no container status", pod.Name)
+	pid := containerInit(t, pod, "controller")
+	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err != nil || !strings.HasSuffix(exe, controllerBinary) {
+		t.Fatalf("pid 1 of pod %s's container (%d here) runs %q (%v), want %s", pod.Name, pid, exe, err, controllerBinary)
 	}
-	init, err := strconv.Atoi(strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "procnode://"))
-	if err != nil {
-		t.Fatalf("pod %s: container ID %q", pod.Name, pod.Status.ContainerStatuses[0].ContainerID)
-	}
-	for _, pid := range childrenOf(init) {
-		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && strings.HasSuffix(exe, "t9k-job-controller") {
-			return pid
-		}
-	}
-	t.Fatalf("no controller process under the container init %d of pod %s", init, pod.Name)
-	return 0
-}
-
-// procStatus reads a field of /proc/<pid>/status.
-func procStatus(t *testing.T, pid int, field string) string {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return strings.Join(strings.Fields(v), " ")
-		}
-	}
-	t.Fatalf("/proc/%d/status has no %s", pid, field)
-	return ""
+	return pid
 }
 
 // waitGone waits until get says NotFound.

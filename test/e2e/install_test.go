@@ -24,11 +24,12 @@ import (
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
 )
 
-// TestInstalledController installs the controller as users do, from its image, and runs jobs
-// under it: `kubectl apply -k manifests/` (two replicas, one leading), a GenericJob on kwok
-// and a real MPIJob, the leader's pod deleted while a job runs, the pod's security as the
-// Deployment asks for it; an upgrade to the release's install.yaml, applied server-side;
-// `kubectl delete -k manifests/` leaving nothing behind; a fresh install from install.yaml.
+// TestInstalledController installs the controller as users do, from its image, on the real
+// node, and runs jobs under it: `kubectl apply -k manifests/` (two replicas, one leading), a
+// GenericJob on kwok and a real MPIJob, the leader's pod deleted and the leader's process
+// killed while a job runs, the pod's security as the Deployment asks for it; an upgrade to
+// the release's install.yaml, applied server-side; `kubectl delete -k manifests/` leaving
+// nothing behind; a fresh install from install.yaml.
 func TestInstalledController(t *testing.T) {
 	needInstall(t)
 	handOverToInstalled(t)
@@ -62,6 +63,7 @@ func TestInstalledController(t *testing.T) {
 		TestRealMPIJob(t)
 	})
 	t.Run("failover", func(t *testing.T) { checkFailover(t, pods, leader, devImage) })
+	t.Run("killed", func(t *testing.T) { checkKilledLeader(t, devImage) })
 
 	// An upgrade is `kubectl apply --server-side` of the newer install.yaml (here: the release
 	// over the install from source, which kubectl applied client-side): no conflict, the
@@ -141,20 +143,27 @@ func imageIn(t *testing.T, manifest string) string {
 }
 
 // checkControllerSecurity: the controller runs as 65532 with a read-only root, no
-// capabilities and no privilege escalation, its Go memory limit follows the container's, and
+// capabilities, no privilege escalation and the runtime's default seccomp filter; its
+// container's memory cgroup is limited to limits.memory and its Go memory limit follows it;
 // its credentials are its service account's token, bound to its pod, allowed what
 // manifests/rbac.yaml allows and nothing more, its admission policy included.
 func checkControllerSecurity(t *testing.T, pod *corev1.Pod) {
 	pid := controllerProcess(t, pod)
+	// Seccomp 2: a filter (RuntimeDefault, containerd's profile), not 0 (none).
 	for field, want := range map[string]string{"Uid": "65532 65532 65532 65532", "Gid": "65532 65532 65532 65532",
-		"CapEff": "0000000000000000", "CapPrm": "0000000000000000", "NoNewPrivs": "1"} {
-		if got := procStatus(t, pid, field); got != want {
+		"CapEff": "0000000000000000", "CapPrm": "0000000000000000", "CapBnd": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2"} {
+		if got := procStatusField(pid, field); got != want {
 			t.Errorf("the controller's %s is %q, want %q", field, got, want)
 		}
 	}
 	err := os.WriteFile(fmt.Sprintf("/proc/%d/root/written-by-e2e", pid), []byte("x"), 0o644)
 	if !errors.Is(err, syscall.EROFS) {
 		t.Errorf("writing to the controller's root: %v, want EROFS (read-only root file system)", err)
+	}
+	// The kubelet enforces limits.memory in the container's cgroup; the controller sizes its
+	// Go memory limit from the same figure, given in T9K_MEMORY_LIMIT.
+	if limit, err := cgroupFile(pid, "memory", "memory.limit_in_bytes"); err != nil || limit != "268435456" {
+		t.Errorf("the controller's memory cgroup limit: %q (%v), want 268435456 (limits.memory 256Mi)", limit, err)
 	}
 	environ, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	if !strings.Contains(string(environ), "\x00T9K_MEMORY_LIMIT=268435456\x00") {
@@ -248,6 +257,75 @@ func checkFailover(t *testing.T, pods []corev1.Pod, leader, image string) {
 		if log, _ := kubectl("logs", "-n", controllerNamespace, p.Name); strings.Contains(log, `"Leading"`) || !strings.Contains(log, "Attempting to acquire leader lease") {
 			t.Errorf("%s does not stand by:\n%s", p.Name, log)
 		}
+	}
+}
+
+// checkKilledLeader kills the leader's process (SIGKILL: it gives nothing up) while a job
+// runs: the kubelet starts the container again in the same pod, a controller leads again
+// within the lease duration and a retry period, one only, and the job ends Succeeded with
+// the pods it had and no restart. Which one leads: the standby once the Lease has expired,
+// or the container started again, whose identity (<pod>_<pid>, and its pid is 1 again) is
+// the holder's, so that it renews the Lease at once.
+func checkKilledLeader(t *testing.T, image string) {
+	ctx := context.Background()
+	pods := waitControllerPods(t, image)
+	leader := waitLeader(t, pods)
+	ns := namespace(t)
+	createJob(t, ns, quickJob("across-kill", "25s"))
+	waitJob(t, ns, "across-kill", "Running", inPhase(batch.JobRunning))
+	before := podUIDs(t, ns)
+	pid := controllerProcess(t, podNamed(pods, leader))
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+
+	waitReal(t, "the killed container to run again", func(ctx context.Context) (bool, error) {
+		p, err := env.kube.CoreV1().Pods(controllerNamespace).Get(ctx, leader, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 {
+			return false, nil
+		}
+		s := p.Status.ContainerStatuses[0]
+		if s.RestartCount == 0 || s.State.Running == nil {
+			return false, nil
+		}
+		if last := s.LastTerminationState.Terminated; s.RestartCount != 1 || last == nil || last.ExitCode != 128+int32(syscall.SIGKILL) {
+			return false, fmt.Errorf("%s's container: %d restarts, last ended %+v; want 1, after exit code 137 (SIGKILL)", leader, s.RestartCount, last)
+		}
+		return true, nil
+	})
+	restarted := time.Since(killed)
+	var holder string
+	waitReal(t, "a controller to lead again", func(ctx context.Context) (bool, error) {
+		l, err := env.kube.CoordinationV1().Leases(controllerNamespace).Get(ctx, "t9k-job-controller", metav1.GetOptions{})
+		if err != nil || l.Spec.RenewTime == nil || l.Spec.HolderIdentity == nil || !l.Spec.RenewTime.After(killed) {
+			return false, nil
+		}
+		holder = *l.Spec.HolderIdentity
+		return true, nil
+	})
+	took := time.Since(killed)
+	t.Logf("%s's controller killed: its container ran again %.1fs later, and %s renewed the Lease %.1fs after the kill", leader, restarted.Seconds(), holder, took.Seconds())
+	if limit := 17*time.Second + time.Second; took > limit {
+		t.Errorf("a controller led again %s after the leader was killed, want within the lease duration and a retry period (17s)", took)
+	}
+	now := waitControllerPods(t, image)
+	var leading []string
+	for _, p := range now {
+		if log, _ := kubectl("logs", "-n", controllerNamespace, p.Name); strings.Contains(log, `"Leading"`) {
+			leading = append(leading, p.Name)
+		}
+	}
+	if l := controllerLeader(ctx); len(leading) != 1 || leading[0] != l {
+		t.Errorf("the replicas whose log says they lead: %v; the Lease's holder: %s; want that one alone", leading, l)
+	}
+
+	job := waitJob(t, ns, "across-kill", "Succeeded", inPhase(batch.JobSucceeded))
+	if n := job.Status.Tasks[0].RestartCount; n != 0 {
+		t.Errorf("the job restarted %d times across the kill", n)
+	}
+	if after := podUIDs(t, ns); !sameMap(before, after) {
+		t.Errorf("the job's pods changed across the kill: %v, then %v", before, after)
 	}
 }
 

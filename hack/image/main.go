@@ -3,6 +3,10 @@
 //
 //	go run ./hack/image build --image REF --version V --out FILE
 //	go run ./hack/image push --archive FILE [--image REF]
+//	go run ./hack/image rootfs --dir DIR --image REF --out FILE
+//
+// rootfs packs a root file system made elsewhere (hack/lib/images.sh: the real node's
+// training image) into an image of one layer, in the same archive format.
 //
 // It uses go-containerregistry, a library for images and registries that needs no daemon:
 // an image here is a static Go binary and a few files, so nothing calls for a Dockerfile's
@@ -30,6 +34,8 @@ func main() {
 		err = buildCommand(ctx, os.Args[2:])
 	case "push":
 		err = pushCommand(ctx, os.Args[2:])
+	case "rootfs":
+		err = rootfsCommand(ctx, os.Args[2:])
 	default:
 		usage()
 	}
@@ -40,7 +46,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: image build --image REF --version V --out FILE | image push --archive FILE [--image REF]")
+	fmt.Fprintln(os.Stderr, "usage: image build --image REF --version V --out FILE | image push --archive FILE [--image REF] | image rootfs --dir DIR --image REF --out FILE")
 	os.Exit(2)
 }
 
@@ -84,5 +90,28 @@ func pushCommand(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("pushed %s@%s\n", pushed, digest)
+	return nil
+}
+
+func rootfsCommand(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("rootfs", flag.ExitOnError)
+	o := rootfsOptions{}
+	fs.StringVar(&o.dir, "dir", "", "the root file system to pack")
+	fs.StringVar(&o.ref, "image", "", "the image's full reference, with its tag")
+	fs.StringVar(&o.out, "out", "", "the archive to write")
+	fs.StringVar(&o.createdBy, "created-by", "hack/image rootfs", "what the layer's history says made it")
+	_ = fs.Parse(args)
+	if o.dir == "" || o.ref == "" || o.out == "" {
+		return fmt.Errorf("rootfs needs --dir, --image and --out")
+	}
+	var err error
+	if o.created, err = createdTime(); err != nil {
+		return err
+	}
+	digest, size, err := packRootfs(ctx, o)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s: %s@%s (%.1f MiB)\n", o.out, o.ref, digest, float64(size)/(1<<20))
 	return nil
 }

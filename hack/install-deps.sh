@@ -4,14 +4,15 @@
 # real MPIJobs, PyTorch for the GenericJob and ColossalAIJob runs (gloo), XGBoost for
 # XGBoostTrainingJob, and iproute2 for the node's network namespaces; runc, which runs the
 # real node's containers, and nftables, with which its teardown removes the empty tables
-# kube-proxy leaves; and skopeo, with which hack/image's tests read the image archive as
-# users' tools do. It needs root; elsewhere
+# kube-proxy leaves; skopeo, with which hack/image's tests read the image archive as
+# users' tools do; and mmdebstrap, which makes the real node's training image
+# (hack/lib/images.sh). It needs root; elsewhere
 # it says what it would install and exits 0, and the tests that need the packages skip (or
 # fail, where the environment variable CI is set).
 set -euo pipefail
 
 PACKAGES=(iproute2 openssh-server openssh-client openmpi-bin python3-mpi4py python3-torch python3-xgboost python3-numpy skopeo
-  runc nftables)
+  runc nftables mmdebstrap)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

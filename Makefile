@@ -24,7 +24,7 @@ TAG ?= $(shell sed -n 's/^ *newTag: *//p' manifests/kustomization.yaml)
 VERSION ?= $(shell hack/version.sh)
 IMAGE_ARCHIVE ?= _output/image/t9k-job-controller.oci.tar
 
-.PHONY: build generate verify test test-unit test-e2e tools cluster-up cluster-down run bench image push release
+.PHONY: build generate verify test test-unit test-e2e tools images cluster-up cluster-down run bench image push release
 
 build: ## compile everything
 	go build ./...
@@ -49,6 +49,9 @@ release: ## VERSION=vX.Y.Z: dist/ with install.yaml (the image pinned by digest)
 
 tools: ## build (once) the local control plane's binaries
 	@hack/lib/tools.sh >/dev/null
+
+images: ## build (once; root, mmdebstrap) the real node's training image and print its archive (docs/testing.md, "The training image")
+	@hack/lib/images.sh
 
 test: tools ## unit and end-to-end tests (the e2e tests start their own local cluster), then the skipped ones
 	T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go test -count=1 -timeout $(TEST_TIMEOUT) -json ./... | go run ./hack/testsummary

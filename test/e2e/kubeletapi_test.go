@@ -24,18 +24,20 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/test/cluster"
 )
 
-// The kubelet API of the process node (docs/testing.md, "The process node"): kubectl logs, exec,
-// attach and port-forward on pods that really run, through the API server, which reaches the
-// node with its kubelet client certificate.
+// The kubelet API of the real node (docs/testing.md, "The real node"): kubectl logs, exec,
+// cp, attach and port-forward on pods that really run, in the training image, through the
+// API server, which reaches the kubelet with its kubelet client certificate.
 
-// needKubeletAPI is needProcNode for tests that go through the node's kubelet API: it is
-// served with the local control plane's certificates only.
+// needKubeletAPI is needProcNode for tests that go through the process node's kubelet API
+// (procnode_image_test.go): it is served with the local control plane's certificates only.
 func needKubeletAPI(t *testing.T, ns string) {
 	t.Helper()
 	needProcNode(t, ns)
@@ -48,8 +50,7 @@ func needKubeletAPI(t *testing.T, ns string) {
 	}
 }
 
-// startJob creates a GenericJob on the process node and returns the name of its first pod
-// once that pod runs.
+// startJob creates a GenericJob and returns the name of its first pod once that pod runs.
 func startJob(t *testing.T, ns string, job *batch.GenericJob) string {
 	t.Helper()
 	if _, err := env.jobs.BatchV1beta1().GenericJobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
@@ -77,28 +78,77 @@ func containerState(ctx context.Context, ns, pod, container string) (corev1.Cont
 	return corev1.ContainerState{}, fmt.Errorf("%s has no status of container %s", pod, container)
 }
 
-// TestKubeletLogsMPILauncher: `kubectl logs` of a finished MPIJob's launcher (examples/mpi)
-// shows mpirun's output: the 9 ranks' results.
+// TestKubeletLogsMPILauncher: `kubectl logs` of a finished MPIJob's launcher (examples/mpi's
+// MPIJob, on the real node in the training image) shows mpirun's output, the 9 ranks'
+// results, as the kubelet wrote it to its log file.
 func TestKubeletLogsMPILauncher(t *testing.T) {
 	ns := namespace(t)
-	needKubeletAPI(t, ns)
-	if out, err := kubectl("apply", "-n", ns, "-k", filepath.Join(repoRoot, "examples", "mpi")); err != nil {
-		t.Fatalf("%v: %s", err, out)
+	needRealNode(t, ns, trainingImage)
+	ctx := context.Background()
+	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "mpi", "allreduce.py"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	s := waitStatus(t, "the end", mpiStatus(ns, "mpi-allreduce"), func(s *batch.JobStatus) bool { return s.Phase == batch.JobSucceeded || s.Phase == batch.JobFailed })
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mpi-allreduce-script"}, Data: map[string]string{"allreduce.py": string(script)}}
+	if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	job := exampleMPIJob(t, "mpi-logs")
+	spec := &job.Spec.Worker.Template.Spec
+	spec.NodeSelector, spec.Tolerations = nil, nil
+	onRealNode(spec)
+	spec.Containers[0].Image = trainingImage
+	if _, err := env.jobs.BatchV1beta1().MPIJobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := waitStatus(t, "the end", mpiStatus(ns, job.Name), func(s *batch.JobStatus) bool { return s.Phase == batch.JobSucceeded || s.Phase == batch.JobFailed })
 	if s.Phase != batch.JobSucceeded {
 		t.Fatalf("the MPIJob ended %s: %+v", s.Phase, s.Conditions)
 	}
-	out, err := kubectl("logs", "-n", ns, "mpi-allreduce-launcher")
+	launcher := job.Name + "-launcher"
+	out, err := kubectl("logs", "-n", ns, launcher)
 	if err != nil {
 		t.Fatalf("kubectl logs: %v: %s", err, out)
 	}
 	if n := strings.Count(out, "all-reduce sum 45, want 45"); n != 9 {
 		t.Errorf("kubectl logs shows %d of the 9 ranks' results:\n%s", n, out)
 	}
-	if want := containerLog(ns, "mpi-allreduce-launcher", "launcher"); out != want {
-		t.Errorf("kubectl logs shows\n%s\nthe node's log file has\n%s", out, want)
+	if want := kubeletLogFile(t, ns, launcher, "launcher"); out != want {
+		t.Errorf("kubectl logs shows\n%s\nthe kubelet's log file has\n%s", out, want)
 	}
+}
+
+// kubeletLogFile is the text of a container's first run as the real node's kubelet keeps it,
+// in /var/log/pods/<ns>_<pod>_<uid>/<container>/0.log: lines in the CRI log format, <time>
+// <stream> <P|F> <text>, where P marks a line the runtime cut, continued by the next.
+func kubeletLogFile(t *testing.T, ns, pod, container string) string {
+	t.Helper()
+	p, err := env.kube.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("/var/log/pods", fmt.Sprintf("%s_%s_%s", ns, pod, p.UID), container, "0.log")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(string(data), "\n") {
+		if line == "" {
+			continue
+		}
+		fields := strings.SplitN(strings.TrimSuffix(line, "\n"), " ", 4)
+		if len(fields) < 3 {
+			t.Fatalf("%s: not a CRI log line: %q", path, line)
+		}
+		if len(fields) == 4 {
+			out.WriteString(fields[3])
+		}
+		if fields[2] == "F" {
+			out.WriteString("\n")
+		}
+	}
+	return out.String()
 }
 
 // TestKubeletLogsFollow: `kubectl logs -f` of a running replica streams its lines as they are
@@ -107,14 +157,14 @@ func TestKubeletLogsMPILauncher(t *testing.T) {
 // --previous says there is none.
 func TestKubeletLogsFollow(t *testing.T) {
 	ns := namespace(t)
-	needKubeletAPI(t, ns)
+	needRealNode(t, ns, trainingImage)
 	trigger := t.TempDir() // the replica writes its last line once the test makes a file here
-	job := realJob("follow", 1, "sh", "-c",
+	job := realNodeJob("follow", "sh", "-c",
 		"echo first; sleep 0.5; echo to stderr >&2; until [ -e /trigger/go ]; do sleep 0.1; done; echo last")
 	r := &job.Spec.ReplicaSpecs[0]
 	r.Template.Spec.Volumes = []corev1.Volume{{Name: "trigger", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: trigger}}}}
 	r.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "trigger", MountPath: "/trigger"}}
-	r.Template.Spec.InitContainers = []corev1.Container{{Name: "prepare", Image: "machine", Command: []string{"sh", "-c", "echo init output; echo init error >&2"}}}
+	r.Template.Spec.InitContainers = []corev1.Container{{Name: "prepare", Image: trainingImage, Command: []string{"sh", "-c", "echo init output; echo init error >&2"}}}
 	pod := startJob(t, ns, job)
 
 	follow := kubectlCommand("logs", "-f", "-n", ns, pod, "-c", "main")
@@ -236,12 +286,12 @@ func TestKubeletLogsFollow(t *testing.T) {
 // network, mount, UTS and PID namespaces, its volumes, environment and working directory.
 func TestKubeletExec(t *testing.T) {
 	ns := namespace(t)
-	needKubeletAPI(t, ns)
+	needRealNode(t, ns, trainingImage)
 	if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"key": "value from the ConfigMap"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	job := realJob("exec", 1, "sleep", "600")
+	job := realNodeJob("exec", "sleep", "600")
 	c := &job.Spec.ReplicaSpecs[0].Template.Spec.Containers[0]
 	c.Env = []corev1.EnvVar{{Name: "GREETING", Value: "hello"}, {Name: "MESSAGE", Value: "$(GREETING) from the pod"}}
 	c.WorkingDir = "/data/work" // inside a volume: only the container's mount namespace has it
@@ -274,18 +324,11 @@ func TestKubeletExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var initPid int
-	if _, err := fmt.Sscanf(p.Status.ContainerStatuses[0].ContainerID, "procnode://%d", &initPid); err != nil {
-		t.Fatalf("container ID %q: %v", p.Status.ContainerStatuses[0].ContainerID, err)
-	}
-	children := childrenOf(initPid) // the container's command: sleep
-	if len(children) != 1 {
-		t.Fatalf("the container's init %d has children %v, want its command", initPid, children)
-	}
+	command := containerInit(t, p, "main") // sleep, on this machine
 	namespaces := []string{"mnt", "uts", "pid", "net"}
 	var want []string
 	for _, kind := range namespaces {
-		link, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", children[0], kind))
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", command, kind))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -328,29 +371,77 @@ func TestKubeletExec(t *testing.T) {
 	await := func(what string, match func(string) bool, poke func()) {
 		t.Helper()
 		deadline := time.After(time.Minute)
+		var other []string
 		for {
 			select {
 			case line, ok := <-seen:
 				if !ok {
-					t.Fatalf("kubectl exec -it ended before %s", what)
+					t.Fatalf("kubectl exec -it ended before %s; it printed %q", what, other)
 				}
 				if match(line) {
 					return
 				}
+				other = append(other, line)
 			case <-deadline:
-				t.Fatalf("kubectl exec -it: no %s", what)
+				t.Fatalf("kubectl exec -it: no %s; it printed %q", what, other)
 			case <-time.After(200 * time.Millisecond):
 				poke()
 			}
 		}
 	}
 	await("terminal", func(l string) bool { return strings.HasPrefix(l, "/dev/pts/") }, func() {})
-	await("size 31 97", func(l string) bool { return l == "31 97" }, func() {})
+	// Each line typed prints the size. The client's size reaches the kubelet on a stream of
+	// its own, as every resize does, and containerd starts the command on a terminal of 0x0:
+	// its first `stty size` may say "0 0", the next ones the client's size.
+	newline := func() { _, _ = terminal.Write([]byte("\n")) }
+	await("size 31 97", func(l string) bool { return l == "31 97" }, newline)
 	if err := pty.Setsize(terminal, &pty.Winsize{Rows: 41, Cols: 107}); err != nil { // kubectl gets SIGWINCH
 		t.Fatal(err)
 	}
-	// Each line typed prints the size; the resize reaches the node on a stream of its own.
-	await("size 41 107 after the resize", func(l string) bool { return l == "41 107" }, func() { _, _ = terminal.Write([]byte("\n")) })
+	await("size 41 107 after the resize", func(l string) bool { return l == "41 107" }, newline)
+}
+
+// TestKubeletCopy: `kubectl cp` (tar through exec) copies a directory into a running replica,
+// contents and modes, and a directory and a file the replica wrote out of it.
+func TestKubeletCopy(t *testing.T) {
+	ns := namespace(t)
+	needRealNode(t, ns, trainingImage)
+	job := realNodeJob("cp", "sh", "-c", "mkdir -p /data/out && echo written in the pod > /data/out/result.txt && exec sleep 600")
+	spec := &job.Spec.ReplicaSpecs[0].Template.Spec
+	spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	pod := startJob(t, ns, job)
+
+	local := t.TempDir()
+	in := filepath.Join(local, "in")
+	if err := os.MkdirAll(filepath.Join(in, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(in, "notes.txt"), []byte("copied in\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(in, "bin", "run.sh"), []byte("#!/bin/sh\necho run from the copy\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := kubectl("cp", "-c", "main", in, ns+"/"+pod+":/data/in"); err != nil {
+		t.Fatalf("kubectl cp into the pod: %v: %s", err, out)
+	}
+	out, err := kubectl("exec", "-n", ns, pod, "--", "sh", "-c", "cat /data/in/notes.txt; stat -c %a /data/in/notes.txt /data/in/bin/run.sh; /data/in/bin/run.sh")
+	if want := "copied in\n644\n755\nrun from the copy\n"; err != nil || out != want {
+		t.Errorf("the copy in the pod: %v: %q, want %q", err, out, want)
+	}
+
+	if out, err := kubectl("cp", "-c", "main", ns+"/"+pod+":/data/out", filepath.Join(local, "out")); err != nil {
+		t.Fatalf("kubectl cp of a directory out of the pod: %v: %s", err, out)
+	}
+	if out, err := kubectl("cp", "-c", "main", ns+"/"+pod+":/data/out/result.txt", filepath.Join(local, "result.txt")); err != nil {
+		t.Fatalf("kubectl cp of a file out of the pod: %v: %s", err, out)
+	}
+	for _, f := range []string{filepath.Join(local, "out", "result.txt"), filepath.Join(local, "result.txt")} {
+		if data, err := os.ReadFile(f); err != nil || string(data) != "written in the pod\n" {
+			t.Errorf("%s copied out of the pod: %v: %q", f, err, data)
+		}
+	}
 }
 
 // TestKubeletAttach: `kubectl attach -i` to a replica that keeps stdin open (stdin,
@@ -358,8 +449,8 @@ func TestKubeletExec(t *testing.T) {
 // the input ends, the command's stdin closes and attach ends with the container.
 func TestKubeletAttach(t *testing.T) {
 	ns := namespace(t)
-	needKubeletAPI(t, ns)
-	job := realJob("attach", 1, "sh", "-c", "echo started; while read line; do echo got $line; done; echo stdin closed")
+	needRealNode(t, ns, trainingImage)
+	job := realNodeJob("attach", "sh", "-c", "echo started; while read line; do echo got $line; done; echo stdin closed")
 	c := &job.Spec.ReplicaSpecs[0].Template.Spec.Containers[0]
 	c.Stdin, c.StdinOnce = true, true
 	pod := startJob(t, ns, job)
@@ -377,15 +468,15 @@ func TestKubeletAttach(t *testing.T) {
 // loopback only returns its answers, to more than one connection.
 func TestKubeletPortForward(t *testing.T) {
 	ns := namespace(t)
-	needKubeletAPI(t, ns)
-	job := realJob("web", 1, "sh", "-c", "echo served from $(hostname) > index.html; exec python3 -u -m http.server --bind 127.0.0.1 8000")
+	needRealNode(t, ns, trainingImage)
+	job := realNodeJob("web", "sh", "-c", "echo served from $(hostname) > index.html; exec python3 -u -m http.server --bind 127.0.0.1 8000")
 	spec := &job.Spec.ReplicaSpecs[0].Template.Spec
 	spec.Containers[0].WorkingDir = "/www"
 	spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "www", MountPath: "/www"}}
 	spec.Volumes = []corev1.Volume{{Name: "www", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	pod := startJob(t, ns, job)
 	waitReal(t, "the server", func(context.Context) (bool, error) {
-		return strings.Contains(containerLog(ns, pod, "main"), "Serving HTTP"), nil
+		return strings.Contains(containerLogs(ns, pod, "main"), "Serving HTTP"), nil
 	})
 
 	cmd := kubectlCommand("port-forward", "-n", ns, "pod/"+pod, ":8000")
@@ -429,20 +520,23 @@ func TestKubeletPortForward(t *testing.T) {
 	}
 }
 
-// TestKubeletAPIRefusesOthers: the node's kubelet port, which its Node status gives with its
-// address (127.0.0.1), answers the API server's client certificate only: not a client
-// without a certificate, nor one with a certificate of another CA; and it listens on loopback
-// only.
+// TestKubeletAPIRefusesOthers: the real node's kubelet port, which its Node status gives with
+// its address, serves a certificate of the cluster's CA for that address and answers the API
+// server's client certificate; it refuses (401) a client without a certificate, one with a
+// certificate of another CA, and a ServiceAccount's token (x509 alone authenticates:
+// anonymous and webhook authentication are off). Pods reach that address, their gateway, so
+// this is all that keeps them out. The unauthenticated read-only port is closed, and the port
+// answers on the node's address only.
 func TestKubeletAPIRefusesOthers(t *testing.T) {
 	ns := namespace(t)
-	needKubeletAPI(t, ns)
-	node, err := env.kube.CoreV1().Nodes().Get(context.Background(), procNodeName, metav1.GetOptions{})
+	needRealNode(t, ns)
+	node, err := env.kube.CoreV1().Nodes().Get(context.Background(), cluster.RealNodeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := node.Status.DaemonEndpoints.KubeletEndpoint.Port
-	if port == 0 || len(node.Status.Addresses) == 0 || node.Status.Addresses[0] != (corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}) {
-		t.Fatalf("the Node gives port %d and addresses %v, want a port and InternalIP 127.0.0.1", port, node.Status.Addresses)
+	if port == 0 || len(node.Status.Addresses) == 0 || node.Status.Addresses[0] != (corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: cluster.RealNodeIP}) {
+		t.Fatalf("the Node gives port %d and addresses %v, want a port and InternalIP %s", port, node.Status.Addresses, cluster.RealNodeIP)
 	}
 	caPEM, err := os.ReadFile(env.kubelet.ClientCAFile)
 	if err != nil {
@@ -450,52 +544,73 @@ func TestKubeletAPIRefusesOthers(t *testing.T) {
 	}
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(caPEM)
-	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
-	get := func(certs ...tls.Certificate) (int, error) {
-		config := &tls.Config{RootCAs: roots} // the node's serving certificate is verified too
+	kubeletAddr := net.JoinHostPort(cluster.RealNodeIP, strconv.Itoa(int(port)))
+	// /pods lists the node's pods, with their specs: what an unauthenticated client must not read.
+	get := func(token string, certs ...tls.Certificate) (int, string) {
+		t.Helper()
+		config := &tls.Config{RootCAs: roots} // the kubelet's serving certificate is verified too
 		if len(certs) > 0 {
-			// Sent even when the node's request names other CAs.
+			// Sent even when the kubelet's request names other CAs.
 			config.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &certs[0], nil }
 		}
-		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: config}}
-		resp, err := client.Get(url)
+		req, err := http.NewRequest(http.MethodGet, "https://"+kubeletAddr+"/pods", nil)
 		if err != nil {
-			return 0, err
+			t.Fatal(err)
 		}
-		resp.Body.Close()
-		return resp.StatusCode, nil
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: config}}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("GET /pods from the kubelet: %v", err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
 	}
 
 	apiServer, err := tls.LoadX509KeyPair(env.kubelet.APIServerCertFile, env.kubelet.APIServerKeyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, err := get(apiServer); err != nil || code != http.StatusOK {
-		t.Fatalf("with the API server's certificate: %d, %v; want 200", code, err)
+	if code, body := get("", apiServer); code != http.StatusOK || !strings.Contains(body, `"kind":"PodList"`) {
+		t.Fatalf("with the API server's certificate: %d %.200s; want 200 and the node's PodList", code, body)
 	}
-	if code, err := get(); err == nil {
-		t.Errorf("without a client certificate: answered %d, want a refusal", code)
-	} else {
-		t.Logf("without a client certificate: %v", err)
+	token, err := env.kube.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), "default", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if code, err := get(otherCACert(t)); err == nil {
-		t.Errorf("with a client certificate of another CA: answered %d, want a refusal", code)
-	} else {
-		t.Logf("with a certificate of another CA: %v", err)
+	for _, c := range []struct {
+		what, token string
+		certs       []tls.Certificate
+	}{
+		{what: "without a client certificate"},
+		{what: "with a client certificate of another CA", certs: []tls.Certificate{otherCACert(t)}},
+		{what: "with a ServiceAccount's token", token: token.Status.Token},
+	} {
+		if code, body := get(c.token, c.certs...); code != http.StatusUnauthorized {
+			t.Errorf("%s: the kubelet answered %d %.200s, want 401 Unauthorized", c.what, code, body)
+		}
 	}
 
+	// The read-only port (10255 by default), which would serve /pods to anyone, is off.
+	if c, err := net.DialTimeout("tcp", net.JoinHostPort(cluster.RealNodeIP, "10255"), 5*time.Second); err == nil {
+		c.Close()
+		t.Errorf("the kubelet's read-only port 10255 answers on %s", cluster.RealNodeIP)
+	}
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range addrs {
 		ip, ok := a.(*net.IPNet)
-		if !ok || ip.IP.IsLoopback() || ip.IP.To4() == nil {
+		if !ok || ip.IP.To4() == nil || ip.IP.String() == cluster.RealNodeIP {
 			continue
 		}
 		if c, err := net.DialTimeout("tcp", net.JoinHostPort(ip.IP.String(), strconv.Itoa(int(port))), 5*time.Second); err == nil {
 			c.Close()
-			t.Errorf("the kubelet port answers on %s, want loopback only", ip.IP)
+			t.Errorf("the kubelet port answers on %s, want %s only", ip.IP, cluster.RealNodeIP)
 		}
 	}
 }

@@ -174,18 +174,52 @@ func (c *Cluster) startRealNode(ctx context.Context, images []string) error {
 
 // ImportImages imports image archives (OCI image layouts in a tar, named by annotation, as
 // `make image` and test/testimage write them) into the real node's containerd, where its
-// pods find them by name: nothing is ever pulled.
+// pods find them by name: nothing is ever pulled. Each image is also named by its digest
+// (<repository>@sha256:...), as a pull would name it: a pod that pins an image by digest
+// (install.yaml does) finds it.
 func (c *Cluster) ImportImages(archives ...string) error {
 	if !c.opts.RealNode {
 		return errors.New("the cluster runs no real node")
 	}
+	ctr := func(args ...string) ([]byte, error) {
+		cmd := exec.Command(filepath.Join(c.opts.BinDir, "ctr"), append([]string{"--address", realPaths().containerdSocket, "--namespace", "k8s.io"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return out, fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
+		return out, nil
+	}
 	for _, archive := range archives {
 		start := time.Now()
-		if err := run(filepath.Join(c.opts.BinDir, "ctr"), "--address", realPaths().containerdSocket, "--namespace", "k8s.io",
-			"images", "import", archive); err != nil {
+		if _, err := ctr("images", "import", archive); err != nil {
 			return fmt.Errorf("importing %s: %w", archive, err)
 		}
 		c.step("imported %s in %.1fs", filepath.Base(archive), time.Since(start).Seconds())
+	}
+	list, err := ctr("images", "ls")
+	if err != nil {
+		return err
+	}
+	// REF TYPE DIGEST SIZE PLATFORMS LABELS, a line per name.
+	names := map[string]bool{}
+	var tagged [][2]string
+	for _, line := range strings.Split(string(list), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		names[f[0]] = true
+		if !strings.Contains(f[0], "@") && strings.HasPrefix(f[2], "sha256:") {
+			tagged = append(tagged, [2]string{f[0], f[2]})
+		}
+	}
+	for _, t := range tagged {
+		repo := t[0][:strings.LastIndexByte(t[0], ':')]
+		if byDigest := repo + "@" + t[1]; !names[byDigest] {
+			if _, err := ctr("images", "tag", t[0], byDigest); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -70,39 +70,8 @@ func buildInstall() error {
 		}
 		fmt.Fprintf(os.Stderr, "e2e: make %s: %.1fs\n", args[0], time.Since(start).Seconds())
 	}
-	if err := env.cluster.ImportImages(image, filepath.Join(install.release, "t9k-job-controller-"+install.version+".oci.tar")); err != nil {
-		return err
-	}
-	return nameByDigest(filepath.Join(install.release, "install.yaml"))
-}
-
-// nameByDigest gives the release's image, imported under its tag, the name install.yaml
-// pins it by (<image>@sha256:...), as pulling it from a registry would: the kubelet asks
-// containerd for that name, and would try to pull it otherwise. (ImportImages names an image
-// by the reference its archive gives, the tag, alone.)
-func nameByDigest(installYAML string) error {
-	data, err := os.ReadFile(installYAML)
-	if err != nil {
-		return err
-	}
-	var pinned string
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "image: "); ok && strings.Contains(v, "@sha256:") {
-			pinned = v
-		}
-	}
-	tagged, digest, ok := strings.Cut(pinned, "@")
-	if !ok {
-		return fmt.Errorf("%s names no image by digest", installYAML)
-	}
-	repo := tagged[:strings.LastIndexByte(tagged, ':')]
-	// The real node's containerd (test/cluster, realNodePaths), in the kubelet's namespace.
-	ctr := exec.Command(filepath.Join(filepath.Dir(env.kubectl), "ctr"), "--address", "/var/lib/t9k-realnode/containerd/containerd.sock",
-		"--namespace", "k8s.io", "images", "tag", "--force", tagged, repo+"@"+digest)
-	if out, err := ctr.CombinedOutput(); err != nil {
-		return fmt.Errorf("naming %s by its digest: %v: %s", tagged, err, out)
-	}
-	return nil
+	// ImportImages names them by digest too: install.yaml pins the release's image so.
+	return env.cluster.ImportImages(image, filepath.Join(install.release, "t9k-job-controller-"+install.version+".oci.tar"))
 }
 
 // handOverToInstalled stops the suite's controller, so that the installed one runs jobs alone,
@@ -239,12 +208,9 @@ func rolledOut(d *appsv1.Deployment) bool {
 }
 
 // controllerLeader is the pod whose controller holds the Lease: its identity is
-// <hostname>_<pid>, and a pod's hostname is its name.
+// <hostname>_<pid>_<random>, and a pod's hostname is its name (which has no '_').
 func controllerLeader(ctx context.Context) string {
-	holder := leaseHolder(ctx, "t9k-job-controller")
-	if i := strings.LastIndexByte(holder, '_'); i > 0 {
-		return holder[:i]
-	}
+	holder, _, _ := strings.Cut(leaseHolder(ctx, "t9k-job-controller"), "_")
 	return holder
 }
 

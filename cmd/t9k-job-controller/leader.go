@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -28,8 +29,11 @@ func leaderElect(ctx context.Context, o options, kube kubernetes.Interface, fenc
 			namespace = string(data)
 		}
 	}
+	// <host>_<pid>_<random>: in a container every process is pid 1, and a container the
+	// kubelet restarts keeps its host name, so host and pid alone would let a new process
+	// take the Lease as the old one's (no transition, no fresh start).
 	host, _ := os.Hostname()
-	id := fmt.Sprintf("%s_%d", host, os.Getpid())
+	id := fmt.Sprintf("%s_%d_%s", host, os.Getpid(), rand.Text()[:8])
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, namespace, o.leaseName, kube.CoreV1(), kube.CoordinationV1(),
 		resourcelock.ResourceLockConfig{Identity: id})
 	if err != nil {

@@ -50,7 +50,7 @@ func TestPausedLeaderWritesNothingAfterWaking(t *testing.T) {
 
 	old := startCandidate(t, "old", ns, lease)
 	waitFor(t, "the first controller to lead", 30*time.Second, func(ctx context.Context) (bool, error) {
-		return leaseHolder(ctx, lease) == old.identity && runsJobs(old.base), nil
+		return old.holds(leaseHolder(ctx, lease)) && runsJobs(old.base), nil
 	})
 	standby := startCandidate(t, "new", ns, lease)
 	waitFor(t, "the second controller to serve", 30*time.Second, func(context.Context) (bool, error) {
@@ -76,7 +76,7 @@ func TestPausedLeaderWritesNothingAfterWaking(t *testing.T) {
 	}
 	stopped := time.Now()
 	waitFor(t, "the second controller to take the Lease", 30*time.Second, func(ctx context.Context) (bool, error) {
-		return leaseHolder(ctx, lease) == standby.identity, nil
+		return standby.holds(leaseHolder(ctx, lease)), nil
 	})
 	woken := time.Now()
 	if err := old.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
@@ -146,7 +146,7 @@ func TestPausedLeaderWritesNothingAfterWaking(t *testing.T) {
 // through its own recording proxy.
 type candidate struct {
 	*harness.Process
-	identity string // its holder identity in the Lease
+	identity string // its holder identity in the Lease, but the random part: <host>_<pid>
 	base     string // URL of /metrics, /healthz and /readyz
 	log      string
 	proxy    *recorder
@@ -186,6 +186,9 @@ func startCandidate(t *testing.T, name, ns, lease string) *candidate {
 	t.Cleanup(proc.Kill) // a stopped process dies of SIGKILL too
 	return c
 }
+
+// holds reports whether holder, a Lease's holder identity, is this candidate's.
+func (c *candidate) holds(holder string) bool { return strings.HasPrefix(holder, c.identity+"_") }
 
 func leaseHolder(ctx context.Context, name string) string {
 	l, err := env.kube.CoordinationV1().Leases("t9k-system").Get(ctx, name, metav1.GetOptions{})

@@ -28,7 +28,7 @@ const debugHintPrefix = "Start the run with: "
 // each worker; the job is still running afterwards.
 func TestRealDebugMPIJob(t *testing.T) {
 	ns := namespace(t)
-	needProcNode(t, ns)
+	needRealNode(t, ns, trainingImage)
 	if out, err := kubectl("apply", "-n", ns, "-k", filepath.Join(repoRoot, "examples", "mpi")); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -46,7 +46,7 @@ func TestRealDebugMPIJob(t *testing.T) {
 		"--allow-run-as-root -bind-to none /usr/bin/python3 /scripts/allreduce.py"; hint != want {
 		t.Errorf("the Running condition gives\n%s\nwant\n%s", hint, want)
 	}
-	if log := containerLog(ns, "mpi-debug-worker-0", "mpi-worker"); !strings.Contains(log, "/usr/bin/sshd is not in the image: running /usr/sbin/sshd") {
+	if log := containerLogs(ns, "mpi-debug-worker-0", "mpi-worker"); !strings.Contains(log, "/usr/bin/sshd is not in the image: running /usr/sbin/sshd") {
 		t.Errorf("worker 0's log does not say which sshd runs:\n%s", log)
 	}
 
@@ -70,7 +70,7 @@ func TestRealDebugMPIJob(t *testing.T) {
 // over both workers through SSH with host keys checked: a gloo all-reduce of 4 processes.
 func TestRealDebugColossalAIJob(t *testing.T) {
 	ns := namespace(t)
-	needProcNode(t, ns)
+	needRealNode(t, ns, trainingImage)
 	job := realColossalAIJob(t, ns, "colossal-debug")
 	job.Spec.RunMode = &batch.RunMode{Debug: &batch.DebugMode{Enabled: true, ReplicaSpecs: []batch.ReplicaDebugSet{
 		{Type: batch.WorkerType, SkipInitContainer: true, Command: []string{"/usr/bin/sshd"}}}}}

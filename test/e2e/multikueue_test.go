@@ -33,7 +33,8 @@ import (
 // Jobs across clusters with MultiKueue (docs/queueing.md, "Across clusters with MultiKueue").
 // The suite's cluster is the manager; two more local clusters, each with Kueue and the
 // controller, are its workers. They start with the first test that needs them and stop when
-// the suite ends.
+// the suite ends. TestMultiKueueRealMPIJob turns the roles round, since the real node is the
+// suite's cluster's: worker-1 dispatches to the suite's cluster.
 
 // multiKueueCheck names the manager's AdmissionCheck, MultiKueueConfig and ClusterQueue.
 const multiKueueCheck = cluster.MultiKueueQueue
@@ -575,71 +576,152 @@ func TestMultiKueueWaitingAndPaused(t *testing.T) {
 	running("a copy running again once resumed")
 }
 
-// TestMultiKueueRealMPIJob: the MPI example, submitted on the manager, runs for real on a
-// process node of the worker MultiKueue chose, and its launcher's log is read there with
-// kubectl logs. The process node joins that worker once the copy is there: its pods wait
-// for a node that can run them, as on a cluster whose node pool grows.
+// realMKQueue names what TestMultiKueueRealMPIJob adds: on worker-1, MultiKueue to the
+// suite's cluster (an AdmissionCheck and a MultiKueueConfig, and a ClusterQueue behind them)
+// and a LocalQueue to it; on the suite's cluster, a LocalQueue of the same name to its own
+// default ClusterQueue, where the copies run.
+const realMKQueue = "to-real-node"
+
+// TestMultiKueueRealMPIJob: the MPI example, submitted on a MultiKueue manager, runs for real
+// on the real node of the worker cluster MultiKueue sends it to, and its launcher's log is
+// read there with kubectl logs. The real node belongs to the suite's cluster (one per
+// machine: its bridge, address and paths are fixed), so here the roles turn round: worker-1
+// is the manager, its one worker the suite's cluster. The manager runs no pod of the job;
+// the copy's pods run on the real node, in the training image, and the manager's job ends
+// Succeeded as the copy did.
 func TestMultiKueueRealMPIJob(t *testing.T) {
 	workers := useMultiKueue(t)
 	ns := mkNamespace(t, workers)
-	needProcNode(t, ns)
+	needRealNode(t, ns, trainingImage)
 	ctx := context.Background()
+	manager := workers[0]
+	connectToSuite(t, manager, ns)
 	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "mpi", "allreduce.py"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range workers {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mpi-allreduce-script"}, Data: map[string]string{"allreduce.py": string(script)}}
-		if _, err := w.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mpi-allreduce-script"}, Data: map[string]string{"allreduce.py": string(script)}}
+	if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	job := exampleMPIJob(t, "mk-mpi")
-	job.Labels = map[string]string{kueue.LabelQueueName: "mk"}
+	job.Labels = map[string]string{kueue.LabelQueueName: realMKQueue}
 	job.Spec.ManagedBy = batch.MultiKueueControllerName
 	job.Spec.RunPolicy.CleanUpWorkers = false // the copy stays while its workers run, for its log
-	if _, err := env.jobs.BatchV1beta1().MPIJobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+	jobs := manager.jobs.BatchV1beta1().MPIJobs(ns)
+	if _, err := jobs.Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var real *mkWorker
-	waitFor(t, "the copy on a worker", 90*time.Second, func(ctx context.Context) (bool, error) {
-		for _, w := range workers {
-			if _, err := w.jobs.BatchV1beta1().MPIJobs(ns).Get(ctx, job.Name, metav1.GetOptions{}); err == nil {
-				real = w
-				return true, nil
-			}
+	status := func(ctx context.Context) (*batch.JobStatus, error) {
+		j, err := jobs.Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
 		}
-		return false, nil
-	})
-	dir := t.TempDir()
-	node, err := runProcNodeOn(real.cluster, "procnode-"+real.name, "10.252.0.0/24", filepath.Join(dir, "state"), filepath.Join(dir, "log"))
-	if err != nil {
-		t.Fatal(err)
+		return &j.Status, nil
 	}
-	t.Cleanup(func() {
-		_ = node.Stop(time.Minute)
-		if t.Failed() {
-			data, _ := os.ReadFile(filepath.Join(dir, "log"))
-			t.Logf("--- %s's process node log\n%s", real.name, data)
-		}
-	})
-	s := waitStatus(t, "the outcome, on the manager", mpiStatus(ns, job.Name), func(s *batch.JobStatus) bool {
+	s := waitStatus(t, "the outcome, on "+manager.name, status, func(s *batch.JobStatus) bool {
 		return s.Phase == batch.JobSucceeded || s.Phase == batch.JobFailed
 	})
 	if s.Phase != batch.JobSucceeded {
-		t.Fatalf("the MPIJob ended %s: %+v", s.Phase, s.Conditions)
+		t.Fatalf("the MPIJob ended %s on %s: %+v", s.Phase, manager.name, s.Conditions)
 	}
-	log, err := kubectl("--kubeconfig", real.cluster.Kubeconfig, "logs", "-n", ns, job.Name+"-launcher")
+	copied, err := env.jobs.BatchV1beta1().MPIJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("kubectl logs on %s: %v\n%s", real.name, err, log)
+		t.Fatalf("no copy of the job on the suite's cluster: %v", err)
 	}
-	if n := strings.Count(log, "all-reduce sum 45, want 45"); n != 9 {
-		t.Errorf("the launcher's log on %s shows %d of 9 ranks:\n%s", real.name, n, log)
+	if copied.Spec.ManagedBy != "" || copied.Status.Phase != batch.JobSucceeded {
+		t.Errorf("the copy: managedBy %q, phase %s; want no managedBy, Succeeded", copied.Spec.ManagedBy, copied.Status.Phase)
 	}
-	t.Logf("ran on %s's process node", real.name)
-	if err := env.jobs.BatchV1beta1().MPIJobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{}); err != nil {
+	pods, err := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	if len(pods.Items) != 4 {
+		t.Errorf("the copy has %d pods, want the launcher and 3 workers", len(pods.Items))
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != cluster.RealNodeName {
+			t.Errorf("%s ran on %q, want the real node", p.Name, p.Spec.NodeName)
+		}
+	}
+	if pods, err := manager.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err != nil || len(pods.Items) != 0 {
+		t.Errorf("the manager, %s, ran pods of a job MultiKueue manages (%v)", manager.name, err)
+	}
+	log, err := kubectl("logs", "-n", ns, job.Name+"-launcher")
+	if err != nil {
+		t.Fatalf("kubectl logs: %v\n%s", err, log)
+	}
+	if n := strings.Count(log, "all-reduce sum 45, want 45"); n != 9 {
+		t.Errorf("the launcher's log shows %d of 9 ranks:\n%s", n, log)
+	}
+	if err := jobs.Delete(ctx, job.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the copy gone from the suite's cluster", 60*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := env.jobs.BatchV1beta1().MPIJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+// connectToSuite makes a worker cluster a MultiKueue manager whose one worker is the suite's
+// cluster, under realMKQueue, with a LocalQueue realMKQueue in ns on both (on the suite's
+// cluster, to its default ClusterQueue), and undoes it when the test ends. The manager's
+// ClusterQueue covers pods, as SetUpMultiKueue's does, so that every admission keeps the
+// MultiKueue check.
+func connectToSuite(t *testing.T, manager *mkWorker, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	gvr := func(resource string) schema.GroupVersionResource {
+		return schema.GroupVersionResource{Group: kueue.GroupName, Version: "v1beta2", Resource: resource}
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for _, o := range []struct{ resource, name string }{
+			{"clusterqueues", realMKQueue}, {"admissionchecks", realMKQueue}, {"multikueueconfigs", realMKQueue}, {"multikueueclusters", "suite"},
+		} {
+			_ = manager.dynamic.Resource(gvr(o.resource)).Delete(ctx, o.name, metav1.DeleteOptions{})
+		}
+		_ = manager.kube.CoreV1().Secrets(cluster.KueueNamespace).Delete(ctx, "suite-kubeconfig", metav1.DeleteOptions{})
+	})
+	if err := manager.cluster.ConnectMultiKueue(ctx, realMKQueue, map[string]*cluster.Cluster{"suite": env.cluster}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.CreateObjects(ctx, manager.dynamic, fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: %[1]s
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory, pods]
+    flavors:
+    - name: %[2]s
+      resources:
+      - {name: cpu, nominalQuota: "100"}
+      - {name: memory, nominalQuota: 100Gi}
+      - {name: pods, nominalQuota: "100"}
+  admissionChecksStrategy:
+    admissionChecks:
+    - name: %[1]s
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: %[1]s, namespace: %[3]s}
+spec: {clusterQueue: %[1]s}
+`, realMKQueue, cluster.KueueResourceFlavor, ns)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.CreateObjects(ctx, env.dynamic, fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: %s, namespace: %s}
+spec: {clusterQueue: %s}
+`, realMKQueue, ns, cluster.KueueClusterQueue)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, manager.name+"'s MultiKueue to reach the suite's cluster", 60*time.Second, func(ctx context.Context) (bool, error) {
+		ac, err := manager.dynamic.Resource(gvr("admissionchecks")).Get(ctx, realMKQueue, metav1.GetOptions{})
+		return err == nil && cluster.ConditionTrue(ac, "Active"), nil
+	})
 }
 
 // workerLostTimeout is the manager's MultiKueue workerLostTimeout: a job whose worker cannot

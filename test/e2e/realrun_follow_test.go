@@ -17,7 +17,7 @@ import (
 // launcher starts, and the ranks land on both hosts and nowhere else.
 func TestRealMPIJobResizedWhilePaused(t *testing.T) {
 	ns := namespace(t)
-	needProcNode(t, ns)
+	needRealNode(t, ns, trainingImage)
 	example := filepath.Join(repoRoot, "examples", "mpi")
 	if out, err := kubectl("apply", "-n", ns, "-k", example); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -67,7 +67,7 @@ func TestRealMPIJobResizedWhilePaused(t *testing.T) {
 	if s.Phase != batch.JobSucceeded {
 		t.Fatalf("the resized MPIJob ended %s: %+v", s.Phase, s.Conditions)
 	}
-	log := containerLog(ns, "mpi-resized-launcher", "launcher")
+	log := containerLogs(ns, "mpi-resized-launcher", "launcher")
 	if n := strings.Count(log, "all-reduce sum 21, want 21"); n != 6 {
 		t.Errorf("the launcher's log shows %d of 6 ranks (-N 3 on 2 workers):\n%s", n, log)
 	}

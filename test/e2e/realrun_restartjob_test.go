@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,7 @@ type podEvent struct {
 	kind watch.EventType
 	name string
 	uid  types.UID
+	at   time.Time
 }
 
 // watchPods records the namespace's pod events until the test ends.
@@ -41,7 +43,7 @@ func watchPods(t *testing.T, ns string) func() []podEvent {
 		for e := range w.ResultChan() {
 			if p, ok := e.Object.(*corev1.Pod); ok {
 				mu.Lock()
-				events = append(events, podEvent{e.Type, p.Name, p.UID})
+				events = append(events, podEvent{e.Type, p.Name, p.UID, time.Now()})
 				mu.Unlock()
 			}
 		}
@@ -57,10 +59,12 @@ func watchPods(t *testing.T, ns string) func() []podEvent {
 // TestRealWholeJobRestart: plain DDP, a gloo process group with no elastic rendezvous, whose
 // rank 1 exits 1 in its first life, under restartScope Job: every rank is restarted, the new
 // pods are made only once every old one is gone, the second life's all-reduce succeeds, and
-// the job Succeeded with each replica restarted once and the job once.
+// the job Succeeded with each replica restarted once and the job once. The barrier lasts the
+// old pods' grace period (30 s): their ranks, Python as pid 1 of the container, waiting for
+// rank 1 in the rendezvous, ignore the kubelet's SIGTERM and end at its SIGKILL.
 func TestRealWholeJobRestart(t *testing.T) {
 	ns := namespace(t)
-	needProcNode(t, ns)
+	needRealNode(t, ns, trainingImage)
 	ctx := context.Background()
 	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "pytorch", "allreduce.py"))
 	if err != nil {
@@ -73,7 +77,7 @@ func TestRealWholeJobRestart(t *testing.T) {
 	marker := filepath.Join(os.TempDir(), "t9k-e2e-"+ns)
 	t.Cleanup(func() { os.RemoveAll(marker) })
 
-	r := replica("worker", "pytorch/pytorch:1.13.1-cpu")
+	r := replica("worker", trainingImage)
 	r.Replicas = ptr.To[int32](3)
 	r.RestartPolicy = &batch.GenericRestartPolicy{Policy: batch.RestartOnFailure, Limit: ptr.To[int32](1)}
 	c := &r.Template.Spec.Containers[0]
@@ -86,7 +90,7 @@ func TestRealWholeJobRestart(t *testing.T) {
 		{Name: "scripts", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "scripts"}}}},
 		{Name: "work", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: marker, Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}},
 	}
-	onProcNode(&r.Template.Spec)
+	onRealNode(&r.Template.Spec)
 	job := &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: "ddp"}, Spec: batch.GenericJobSpec{
 		ReplicaSpecs: []batch.GenericReplicaSpec{r},
 		Service:      &batch.ServiceOption{Ports: []batch.ServicePort{{Name: "torch", Port: 29500}}},
@@ -118,7 +122,7 @@ func TestRealWholeJobRestart(t *testing.T) {
 		case i != 1 && rs.LastTermination.Reason != "RestartedWithJob":
 			t.Errorf("%s's first life: %+v, want it deleted with the job (RestartedWithJob)", name, rs.LastTermination)
 		}
-		if log := containerLog(ns, name, "worker"); !strings.Contains(log, fmt.Sprintf("rank %d of 3: all-reduce sum 6, want 6", i)) {
+		if log := containerLogs(ns, name, "worker"); !strings.Contains(log, fmt.Sprintf("rank %d of 3: all-reduce sum 6, want 6", i)) {
 			t.Errorf("%s's second life did not all-reduce:\n%s", name, log)
 		}
 	}
@@ -135,8 +139,11 @@ func TestRealWholeJobRestart(t *testing.T) {
 		}
 	}
 	if lastGone < 0 || firstMade < 0 || firstMade < lastGone {
-		t.Errorf("pod events: the first new pod at %d, the last old one gone at %d; want every old pod gone first:\n%v", firstMade, lastGone, events())
+		t.Fatalf("pod events: the first new pod at %d, the last old one gone at %d; want every old pod gone first:\n%v", firstMade, lastGone, events())
 	}
+	all := events()
+	t.Logf("the last old pod was gone %.1fs after the first pod was made; the first new pod %.1fs after that",
+		all[lastGone].at.Sub(all[0].at).Seconds(), all[firstMade].at.Sub(all[lastGone].at).Seconds())
 	if ev := eventsOf(t, ns, job.Name); !strings.Contains(ev, "RestartingJob: Restarting every replica together (spec.restartScope: Job): ddp-worker-1 failed with exit code 1.") {
 		t.Errorf("no RestartingJob event naming worker-1:\n%s", ev)
 	}

@@ -18,7 +18,8 @@ import (
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
 
-// Real runs: these tests' pods run as processes on the process node.
+// Real runs: these tests' pods run in containers of the training image on the real node
+// (realnode_test.go), where a kubelet with containerd runs them as on any cluster.
 
 const realTimeout = 3 * time.Minute
 
@@ -43,24 +44,26 @@ func waitGenericPhase(t *testing.T, ns, name string, phase batch.JobPhase) *batc
 // log shows the reduced value.
 func TestRealPyTorchJob(t *testing.T) {
 	ns := namespace(t)
-	needProcNode(t, ns)
+	needRealNode(t, ns, trainingImage)
 	if out, err := kubectl("apply", "-n", ns, "-k", filepath.Join(repoRoot, "examples", "pytorch")); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	waitGenericPhase(t, ns, "pytorch-allreduce", batch.JobSucceeded)
 	for i := range 3 {
 		pod := fmt.Sprintf("pytorch-allreduce-worker-%d", i)
-		if log := containerLog(ns, pod, "worker"); !strings.Contains(log, fmt.Sprintf("rank %d of 3: all-reduce sum 6, want 6", i)) {
+		if log := containerLogs(ns, pod, "worker"); !strings.Contains(log, fmt.Sprintf("rank %d of 3: all-reduce sum 6, want 6", i)) {
 			t.Errorf("%s's log does not show the reduced value:\n%s", pod, log)
 		}
 	}
 }
 
+// realJob is a GenericJob of replicas workers of the training image on the real node, running
+// command.
 func realJob(name string, replicas int32, command ...string) *batch.GenericJob {
-	r := replica("worker", "machine")
+	r := replica("worker", trainingImage)
 	r.Replicas = ptr.To(replicas)
 	r.Template.Spec.Containers[0].Command = command
-	onProcNode(&r.Template.Spec)
+	onRealNode(&r.Template.Spec)
 	return &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: batch.GenericJobSpec{ReplicaSpecs: []batch.GenericReplicaSpec{r}}}
 }
 
@@ -68,7 +71,7 @@ func realJob(name string, replicas int32, command ...string) *batch.GenericJob {
 // OnFailure; its second run succeeds, and the restart is counted once.
 func TestRealRestartAfterKill(t *testing.T) {
 	ns := namespace(t)
-	needProcNode(t, ns)
+	needRealNode(t, ns, trainingImage)
 	job := realJob("killed", 1, "sh", "-c", "if [ -e /work/ran ]; then echo second run; exit 0; fi; touch /work/ran; echo first run; exec sleep 600")
 	r := &job.Spec.ReplicaSpecs[0]
 	r.RestartPolicy = &batch.GenericRestartPolicy{Policy: batch.RestartOnFailure, Limit: ptr.To[int32](2)}
@@ -89,7 +92,7 @@ func TestRealRestartAfterKill(t *testing.T) {
 	if last := rs.LastTermination; last == nil || len(last.Containers) == 0 || last.Containers[0].ExitCode == nil || *last.Containers[0].ExitCode != 137 {
 		t.Errorf("last termination %+v: want exit code 137 (SIGKILL)", last)
 	}
-	if log := containerLog(ns, "killed-worker-0", "main"); !strings.Contains(log, "second run") {
+	if log := containerLogs(ns, "killed-worker-0", "main"); !strings.Contains(log, "second run") {
 		t.Errorf("the restarted replica's log: %q", log)
 	}
 }
@@ -99,7 +102,7 @@ func TestRealRestartAfterKill(t *testing.T) {
 // ($(service.worker[i].host)) resolves to that replica's pod IP.
 func TestRealReadinessAndNames(t *testing.T) {
 	ns := namespace(t)
-	needProcNode(t, ns)
+	needRealNode(t, ns, trainingImage)
 	script := `for h in $(service.worker[0].host) $(service.worker[1].host) $(service.worker[2].host); do
   until ip=` + "`getent hosts $h | cut -d' ' -f1`" + ` && [ -n "$ip" ]; do sleep 0.2; done
   echo "resolved $h $ip"
@@ -126,14 +129,14 @@ exec /usr/bin/python3 -m http.server $(service.port[http])`
 			}
 			ready++
 			ips[p.Name] = p.Status.PodIP
-			if !strings.Contains(containerLog(ns, p.Name, "main"), "listening") {
+			if !strings.Contains(containerLogs(ns, p.Name, "main"), "listening") {
 				t.Fatalf("%s is Ready before its program listens", p.Name)
 			}
 		}
 		return ready == 3, nil
 	})
 	for i := range 3 {
-		log := containerLog(ns, fmt.Sprintf("names-worker-%d", i), "main")
+		log := containerLogs(ns, fmt.Sprintf("names-worker-%d", i), "main")
 		for j := range 3 {
 			name := fmt.Sprintf("names-worker-%d", j)
 			if want := fmt.Sprintf("resolved %s %s\n", name, ips[name]); !strings.Contains(log, want) {
@@ -156,7 +159,7 @@ func podIsReady(p *corev1.Pod) bool {
 // deleting it ends them for good.
 func TestRealPauseAndDelete(t *testing.T) {
 	ns := namespace(t)
-	needProcNode(t, ns)
+	needRealNode(t, ns, trainingImage)
 	const marker = "sleep 6110"
 	createJob(t, ns, realJob("stopper", 2, "sleep", "6110"))
 	running := func(n int) func(context.Context) (bool, error) {
@@ -182,7 +185,7 @@ func TestRealPauseAndDelete(t *testing.T) {
 // on one rank ends the job Failed, with the code.
 func TestRealMPIJob(t *testing.T) {
 	ns := namespace(t)
-	needProcNode(t, ns)
+	needRealNode(t, ns, trainingImage)
 	example := filepath.Join(repoRoot, "examples", "mpi")
 	if out, err := kubectl("apply", "-n", ns, "-k", example); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -191,7 +194,7 @@ func TestRealMPIJob(t *testing.T) {
 	if s.Phase != batch.JobSucceeded {
 		t.Fatalf("the MPIJob ended %s: %+v", s.Phase, s.Conditions)
 	}
-	log := containerLog(ns, "mpi-allreduce-launcher", "launcher")
+	log := containerLogs(ns, "mpi-allreduce-launcher", "launcher")
 	if n := strings.Count(log, "all-reduce sum 45, want 45"); n != 9 {
 		t.Errorf("the launcher's log shows %d of 9 ranks:\n%s", n, log)
 	}
@@ -231,7 +234,7 @@ func TestRealMPIJob(t *testing.T) {
 // procPerWorker processes on each of 2 workers, a gloo all-reduce over 4 processes.
 func TestRealColossalAIJob(t *testing.T) {
 	ns := namespace(t)
-	needProcNode(t, ns)
+	needRealNode(t, ns, trainingImage)
 	job := realColossalAIJob(t, ns, "colossal")
 	if _, err := env.jobs.BatchV1beta1().ColossalAIJobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -245,7 +248,7 @@ func TestRealColossalAIJob(t *testing.T) {
 		s = &j.Status
 		return s.Phase == batch.JobSucceeded || s.Phase == batch.JobFailed, nil
 	})
-	log := containerLog(ns, "colossal-launcher", "launcher")
+	log := containerLogs(ns, "colossal-launcher", "launcher")
 	if s.Phase != batch.JobSucceeded {
 		t.Fatalf("the job ended %s: %+v\nlauncher log:\n%s", s.Phase, s.Conditions, log)
 	}
@@ -262,7 +265,7 @@ func TestRealColossalAIJob(t *testing.T) {
 // master checks the model's accuracy.
 func TestRealXGBoostJob(t *testing.T) {
 	ns := namespace(t)
-	needProcNode(t, ns)
+	needRealNode(t, ns, trainingImage)
 	if out, err := kubectl("apply", "-n", ns, "-k", filepath.Join(repoRoot, "examples", "xgboost")); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -275,13 +278,13 @@ func TestRealXGBoostJob(t *testing.T) {
 		s = &j.Status
 		return s.Phase == batch.JobSucceeded || s.Phase == batch.JobFailed, nil
 	})
-	log := containerLog(ns, "xgboost-train-master-0", "xgboost")
+	log := containerLogs(ns, "xgboost-train-master-0", "xgboost")
 	if s.Phase != batch.JobSucceeded || !strings.Contains(log, "rank 0: accuracy") {
 		t.Fatalf("the job ended %s; the master's log:\n%s", s.Phase, log)
 	}
 	t.Logf("the master's log:\n%s", log)
 	for i := range 2 {
-		if log := containerLog(ns, fmt.Sprintf("xgboost-train-worker-%d", i), "xgboost"); !strings.Contains(log, fmt.Sprintf("rank %d of 3", i+1)) {
+		if log := containerLogs(ns, fmt.Sprintf("xgboost-train-worker-%d", i), "xgboost"); !strings.Contains(log, fmt.Sprintf("rank %d of 3", i+1)) {
 			t.Errorf("worker %d did not join as rank %d:\n%s", i, i+1, log)
 		}
 	}
@@ -289,10 +292,13 @@ func TestRealXGBoostJob(t *testing.T) {
 
 // TestRealTensorFlowJob: a program that reads TF_CONFIG as TensorFlow does reaches every
 // task of the cluster by the address given (chief, 2 workers, 1 ps); the chief, killed with
-// SIGKILL on its first run, is restarted under ExitCode and the job still succeeds.
+// SIGKILL on its first run (exit code 137, as the kubelet reports it), is restarted under
+// ExitCode and the job still succeeds. TensorFlow is not in Debian, so not in the training
+// image: the program is test/tensorflow's stand-in, mounted by hostPath, which proves the
+// cluster TF_CONFIG describes, not TensorFlow's training.
 func TestRealTensorFlowJob(t *testing.T) {
 	ns := namespace(t)
-	needProcNode(t, ns)
+	needRealNode(t, ns, trainingImage)
 	program, err := filepath.Abs(filepath.Join(repoRoot, "test", "tensorflow"))
 	if err != nil {
 		t.Fatal(err)
@@ -300,7 +306,7 @@ func TestRealTensorFlowJob(t *testing.T) {
 	hold := filepath.Join(os.TempDir(), "t9k-e2e-tf-"+ns)
 	t.Cleanup(func() { os.RemoveAll(hold) })
 	replica := func(typ string, n int32, holdFirst bool) batch.TrainingReplicaSpec {
-		c := corev1.Container{Name: "tensorflow", Image: "tensorflow/tensorflow:2.11.0", Command: []string{"/usr/bin/python3", "/program/tf_config_check.py"},
+		c := corev1.Container{Name: "tensorflow", Image: trainingImage, Command: []string{"/usr/bin/python3", "/program/tf_config_check.py"},
 			VolumeMounts: []corev1.VolumeMount{{Name: "program", MountPath: "/program", ReadOnly: true}, {Name: "hold", MountPath: "/hold"}}}
 		if holdFirst {
 			c.Env = []corev1.EnvVar{{Name: "HOLD_FIRST_RUN", Value: "/hold"}}
@@ -309,7 +315,7 @@ func TestRealTensorFlowJob(t *testing.T) {
 			{Name: "program", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: program}}},
 			{Name: "hold", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: hold, Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}},
 		}}
-		onProcNode(&spec)
+		onRealNode(&spec)
 		return batch.TrainingReplicaSpec{Type: typ, Replicas: ptr.To(n), RestartPolicy: batch.RestartExitCode, Template: corev1.PodTemplateSpec{Spec: spec}}
 	}
 	job := &batch.TensorFlowTrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "tf"}, Spec: batch.TensorFlowTrainingJobSpec{
@@ -327,12 +333,15 @@ func TestRealTensorFlowJob(t *testing.T) {
 		s = &j.Status.JobStatus
 		return s.Phase == batch.JobSucceeded || s.Phase == batch.JobFailed, nil
 	})
-	log := containerLog(ns, "tf-chief-0", "tensorflow")
+	log := containerLogs(ns, "tf-chief-0", "tensorflow")
 	if s.Phase != batch.JobSucceeded || !strings.Contains(log, "3 of 3 tasks answered") {
 		t.Fatalf("the job ended %s; the chief's log:\n%s", s.Phase, log)
 	}
 	if s.Tasks[0].Type != "chief" || s.Tasks[0].RestartCount != 1 {
-		t.Errorf("tasks %+v: want the chief restarted once", s.Tasks)
+		t.Fatalf("tasks %+v: want the chief restarted once", s.Tasks)
+	}
+	if last := s.Tasks[0].Replicas[0].LastTermination; last == nil || len(last.Containers) == 0 || last.Containers[0].ExitCode == nil || *last.Containers[0].ExitCode != 137 {
+		t.Errorf("the chief's last termination %+v: want exit code 137 (SIGKILL)", last)
 	}
 }
 
@@ -343,7 +352,7 @@ func TestRealTensorFlowJob(t *testing.T) {
 // beside its own; the test waits for that line, then compares.
 func TestRealExecProbe(t *testing.T) {
 	ns := namespace(t)
-	needProcNode(t, ns)
+	needRealNode(t, ns, trainingImage)
 	const namespaces = `for n in mnt uts net pid; do printf ' %s=%s' $n $(readlink /proc/self/ns/$n); done`
 	script := `sleep 2
 echo creating the ready file
@@ -354,13 +363,13 @@ echo "container:$(` + namespaces + `)"
 exec sleep 600`
 	probe := `test -e /ready-dir/ready && { ` + namespaces + `; } > /ready-dir/probed.tmp && mv /ready-dir/probed.tmp /ready-dir/probed`
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "exec-probe"}, Spec: corev1.PodSpec{
-		Containers: []corev1.Container{{Name: "main", Image: "machine",
+		Containers: []corev1.Container{{Name: "main", Image: trainingImage,
 			Command:        []string{"sh", "-c", script},
 			VolumeMounts:   []corev1.VolumeMount{{Name: "scratch", MountPath: "/ready-dir"}},
 			ReadinessProbe: &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", probe}}}}}},
 		Volumes: []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 	}}
-	onProcNode(&pod.Spec)
+	onRealNode(&pod.Spec)
 	if _, err := env.kube.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +380,7 @@ exec sleep 600`
 			return false, nil
 		}
 		// The log line comes before the file: a Ready pod must show it.
-		log := containerLog(ns, pod.Name, "main")
+		log := containerLogs(ns, pod.Name, "main")
 		if podIsReady(p) && !strings.Contains(log, "creating the ready file") {
 			t.Fatal("the pod is Ready before the probe's file exists")
 		}
@@ -401,26 +410,26 @@ exec sleep 600`
 }
 
 // killFirstRun waits until a pod's container has logged "first run", and kills it with
-// SIGKILL (its container's first process, and so every process of it).
+// SIGKILL from this machine: its command, pid 1 of the container's PID namespace, whose end
+// takes every other process of the container with it.
 func killFirstRun(t *testing.T, ns, pod, container string) {
 	t.Helper()
-	var pid int
+	var p *corev1.Pod
 	waitReal(t, pod+"'s first run", func(ctx context.Context) (bool, error) {
-		p, err := env.kube.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
-		if err != nil || len(p.Status.ContainerStatuses) == 0 || !strings.Contains(containerLog(ns, pod, container), "first run") {
-			return false, nil
-		}
-		_, err = fmt.Sscanf(p.Status.ContainerStatuses[0].ContainerID, "procnode://%d", &pid)
-		return err == nil, nil
+		var err error
+		p, err = env.kube.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		return err == nil && strings.Contains(containerLogs(ns, pod, container), "first run"), nil
 	})
+	pid := containerInit(t, p, container)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("killing %s's process %d: %v", pod, pid, err)
 	}
 }
 
-// realColossalAIJob is a ColossalAIJob of 2 workers x 2 processes on the process node: the
-// PyTorch example's all-reduce (a ConfigMap "scripts" it creates in ns) run by `colossalai run`
-// (the stand-in of test/colossalai).
+// realColossalAIJob is a ColossalAIJob of 2 workers x 2 processes of the training image on
+// the real node: the PyTorch example's all-reduce (a ConfigMap "scripts" it creates in ns) run
+// by `colossalai run`, the stand-in of test/colossalai, which a hostPath volume mounts in the
+// workers and the launcher (the training image has no ColossalAI).
 func realColossalAIJob(t *testing.T, ns, name string) *batch.ColossalAIJob {
 	t.Helper()
 	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "pytorch", "allreduce.py"))
@@ -436,16 +445,16 @@ func realColossalAIJob(t *testing.T, ns, name string) *batch.ColossalAIJob {
 		t.Fatal(err)
 	}
 	worker := corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-		Containers: []corev1.Container{{Name: "worker", Image: "hpcaitech/colossalai:0.3.0", VolumeMounts: []corev1.VolumeMount{
+		Containers: []corev1.Container{{Name: "worker", Image: trainingImage, VolumeMounts: []corev1.VolumeMount{
 			{Name: "scripts", MountPath: "/workspace"}, {Name: "colossalai", MountPath: "/opt/colossalai", ReadOnly: true}}}},
 		Volumes: []corev1.Volume{
 			{Name: "scripts", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "scripts"}}}},
 			{Name: "colossalai", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: standIn}}},
 		},
 	}}
-	onProcNode(&worker.Spec)
+	onRealNode(&worker.Spec)
 	job := &batch.ColossalAIJob{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: batch.ColossalAIJobSpec{
-		Launcher: batch.ColossalAILauncher{Image: "hpcaitech/colossalai:0.3.0", WorkingDir: "/workspace",
+		Launcher: batch.ColossalAILauncher{Image: trainingImage, WorkingDir: "/workspace",
 			Env: []corev1.EnvVar{{Name: "PATH", Value: "/opt/colossalai:/usr/local/bin:/usr/bin:/bin"}}},
 		Worker: batch.ColossalAIWorkerSpec{Replicas: ptr.To[int32](2), ProcPerWorker: ptr.To[int32](2),
 			Command: []string{"allreduce.py"}, Template: worker,

@@ -2,23 +2,24 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"syscall"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
 
-// TestRealMPIWorkerKilled: a worker SIGKILLed while mpirun runs over it takes its sshd and
-// OpenMPI's daemon with it; mpirun exits with an error a moment later. The job fails naming
-// the worker, however the two ends reach the controller.
+// TestRealMPIWorkerKilled: a worker SIGKILLed while mpirun runs over it (its sshd, pid 1 of
+// its container, killed from this machine) takes OpenMPI's daemon and the rank with it;
+// mpirun exits with an error a moment later. The job fails naming the worker, with the exit
+// code the kubelet reports (137), however the two ends reach the controller.
 func TestRealMPIWorkerKilled(t *testing.T) {
 	ns := namespace(t)
-	needProcNode(t, ns)
+	needRealNode(t, ns, trainingImage)
 	job := exampleMPIJob(t, "mpi-killed")
 	job.Spec.Worker.Replicas = ptr.To[int32](2)
 	job.Spec.Worker.ExtraMPIArgs = []string{"-N", "1", "--allow-run-as-root"}
@@ -29,17 +30,15 @@ func TestRealMPIWorkerKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReal(t, "both ranks running", func(ctx context.Context) (bool, error) {
-		return strings.Count(containerLog(ns, "mpi-killed-launcher", "launcher"), "rank running on") == 2, nil
+		return strings.Count(containerLogs(ns, "mpi-killed-launcher", "launcher"), "rank running on") == 2, nil
 	})
-	var pid int
-	waitReal(t, "the worker's process", func(ctx context.Context) (bool, error) {
+	var worker *corev1.Pod
+	waitReal(t, "the worker's container", func(ctx context.Context) (bool, error) {
 		p, err := env.kube.CoreV1().Pods(ns).Get(ctx, "mpi-killed-worker-1", metav1.GetOptions{})
-		if err != nil || len(p.Status.ContainerStatuses) == 0 {
-			return false, nil
-		}
-		_, err = fmt.Sscanf(p.Status.ContainerStatuses[0].ContainerID, "procnode://%d", &pid)
-		return err == nil, nil
+		worker = p
+		return err == nil && len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].ContainerID != "", nil
 	})
+	pid := containerInit(t, worker, "mpi-worker")
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("killing the worker's process %d: %v", pid, err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -156,21 +157,129 @@ func podIsReady(p *corev1.Pod) bool {
 }
 
 // TestRealPauseAndDelete: pausing a job ends its processes, resuming starts them again, and
-// deleting it ends them for good.
+// deleting it ends them for good. The kubelet stops a container as on any cluster: SIGTERM,
+// then SIGKILL once the pod's grace period is over. The command, sleep, is pid 1 of its
+// container, which the kernel spares the signals it has no handler for: SIGTERM leaves it
+// running, and the processes end only at the SIGKILL, gracePeriod later. All that time the
+// job is pausing, not paused: its Paused condition says Pausing while they run, and Paused
+// ("all replicas are deleted") only once they are gone. A job resumed while its pods are
+// still in their grace period resumes: the SIGKILL that ends them (exit code 137) is the
+// pause's, not a failure of the replicas.
 func TestRealPauseAndDelete(t *testing.T) {
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	const marker = "sleep 6110"
-	createJob(t, ns, realJob("stopper", 2, "sleep", "6110"))
+	const gracePeriod = 4
+	job := realJob("stopper", 2, "sleep", "6110")
+	job.Spec.ReplicaSpecs[0].Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](gracePeriod)
+	createJob(t, ns, job)
 	running := func(n int) func(context.Context) (bool, error) {
 		return func(context.Context) (bool, error) { return len(processesWith(marker)) == n, nil }
 	}
+	pods := func(ctx context.Context) []corev1.Pod {
+		list, err := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil
+		}
+		return list.Items
+	}
+	// resumed waits until the job runs 2 new replicas: the old pods gone (their processes
+	// with them, as the kubelet removes a pod only once its containers are stopped), 2
+	// processes and the job Running. It fails at once if the job fails instead.
+	resumed := func(what string) {
+		t.Helper()
+		waitReal(t, what, func(ctx context.Context) (bool, error) {
+			j, err := env.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, "stopper", metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			if j.Status.Phase == batch.JobFailed {
+				t.Fatalf("the resumed job failed: %s", j.Status.Condition(batch.JobConditionFailed).Message)
+			}
+			for _, p := range pods(ctx) {
+				if p.DeletionTimestamp != nil {
+					return false, nil
+				}
+			}
+			return j.Status.Phase == batch.JobRunning && len(processesWith(marker)) == 2, nil
+		})
+	}
 	waitReal(t, "2 processes", running(2))
+
 	setPause(t, ns, "stopper", true)
-	waitReal(t, "no process after the pause", running(0))
-	waitGenericPhase(t, ns, "stopper", batch.JobPaused)
+	paused := time.Now()
+	var pausing, early bool
+	waitReal(t, "no process after the pause, the job Pausing until then", func(ctx context.Context) (bool, error) {
+		j, err := env.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, "stopper", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		c := j.Status.Condition(batch.JobConditionPaused)
+		// The job first, then the processes: a process seen after the job said Paused was
+		// running when it said so.
+		left := len(processesWith(marker))
+		if c.Reason == "Paused" && left > 0 && !early {
+			early = true
+			t.Errorf("%.1fs after the pause the job says %q while %d of its processes run", time.Since(paused).Seconds(), c.Message, left)
+		}
+		pausing = pausing || (c.Reason == "Pausing" && left > 0)
+		return left == 0, nil
+	})
+	took := time.Since(paused)
+	t.Logf("the processes ended %.1fs after the pause", took.Seconds())
+	if !pausing {
+		t.Error("the job never said Pausing while its processes ran")
+	}
+	if took < gracePeriod*time.Second {
+		t.Errorf("the processes ended %.1fs after the pause, before the pods' grace period of %ds was over: sleep, pid 1, ignores SIGTERM, so something killed them early", took.Seconds(), gracePeriod)
+	}
+	waitReal(t, "the paused pods gone", func(ctx context.Context) (bool, error) { return len(pods(ctx)) == 0, nil })
+	waitJob(t, ns, "stopper", "Paused, all replicas deleted", func(j *batch.GenericJob) bool {
+		return j.Status.Phase == batch.JobPaused && j.Status.Condition(batch.JobConditionPaused).Reason == "Paused"
+	})
 	setPause(t, ns, "stopper", false)
-	waitReal(t, "2 processes after the resume", running(2))
+	resumed("2 processes after the resume")
+
+	// Paused again, and resumed once the pods' containers have ended but the pods are still
+	// there: on a cluster a moment between the kubelet's last status and the pod's removal,
+	// held here by a finalizer of the test's, as another controller's finalizer may hold a
+	// pod. Their end (137, the SIGKILL after the grace period) is the pause's, not the
+	// replicas' failure: the job resumes, with new pods once the old ones are gone.
+	const hold = "test.t9k.dev/hold"
+	finalizers := func(ctx context.Context, names string) {
+		for _, p := range pods(ctx) {
+			patch := fmt.Sprintf(`{"metadata":{"finalizers":%s}}`, names)
+			if _, err := env.kube.CoreV1().Pods(ns).Patch(ctx, p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Errorf("setting the finalizers of %s: %v", p.Name, err)
+			}
+		}
+	}
+	finalizers(context.Background(), `["`+hold+`"]`)
+	t.Cleanup(func() { finalizers(context.Background(), "null") })
+	setPause(t, ns, "stopper", true)
+	waitReal(t, "the paused pods ended, held by the finalizer", func(ctx context.Context) (bool, error) {
+		ps := pods(ctx)
+		for _, p := range ps {
+			if p.DeletionTimestamp == nil || (p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded) {
+				return false, nil
+			}
+		}
+		return len(ps) == 2 && len(processesWith(marker)) == 0, nil
+	})
+	setPause(t, ns, "stopper", false)
+	waitJob(t, ns, "stopper", "resumed", func(j *batch.GenericJob) bool {
+		return j.Status.Condition(batch.JobConditionPaused).Reason == "Resumed" || j.Status.Phase == batch.JobFailed
+	})
+	// What is checked is that nothing fails: watched for a while.
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if j := getJob(t, ns, "stopper"); j.Status.Phase == batch.JobFailed {
+			t.Errorf("resumed while the pods the pause deleted were ending, the job failed: %s", j.Status.Condition(batch.JobConditionFailed).Message)
+			break
+		}
+	}
+	finalizers(context.Background(), "null")
+	resumed("2 new processes once the old pods are gone")
+
 	if err := env.jobs.BatchV1beta1().GenericJobs(ns).Delete(context.Background(), "stopper", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -337,3 +337,43 @@ func TestDeadline(t *testing.T) {
 		t.Errorf("after resume: start %v, outcome %+v", st, resumed.Outcome)
 	}
 }
+
+// A paused job whose pods are still being deleted (their programs run until their grace
+// period ends) says Pausing with how many, and Paused only once they are gone.
+func TestPausingUntilPodsAreGone(t *testing.T) {
+	paused := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Paused: true, Judge: allSucceed}
+	status := statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0))
+	going := []*corev1.Pod{pod("job-worker-0", "w0", corev1.PodRunning, 0), pod("job-worker-1", "w1", corev1.PodRunning, 0)}
+	for _, p := range going {
+		p.DeletionTimestamp = &metav1.Time{Time: now}
+	}
+	d := mustDecide(t, testJob(status), paused, Children{Pods: going}, nil, now)
+	if c := d.Status.Condition(batch.JobConditionPaused); d.Status.Phase != batch.JobPaused || c.Reason != "Pausing" || !strings.Contains(c.Message, "2 replicas are being deleted") {
+		t.Errorf("phase %s, Paused %+v: want Pausing while 2 pods are being deleted", d.Status.Phase, c)
+	}
+	gone := mustDecide(t, testJob(*d.Status), paused, Children{}, nil, now.Add(time.Second))
+	if c := gone.Status.Condition(batch.JobConditionPaused); c.Reason != "Paused" {
+		t.Errorf("Paused %+v once the pods are gone", c)
+	}
+}
+
+// A job resumed while the pods its pause deleted are still going: a pod killed by that
+// deletion (exit code 137) did not fail, and its replica is made again once it is gone.
+func TestResumedBeforePausedPodsAreGone(t *testing.T) {
+	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: allSucceed}
+	paused := *plan
+	paused.Paused = true
+	running := statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0))
+	p := pod("job-worker-0", "w0", corev1.PodRunning, 0)
+	pause := mustDecide(t, testJob(running), &paused, Children{Pods: []*corev1.Pod{p}}, nil, now)
+	killed := pod("job-worker-0", "w0", corev1.PodFailed, 137)
+	killed.DeletionTimestamp = &metav1.Time{Time: now}
+	resumed := mustDecide(t, testJob(*pause.Status), plan, Children{Pods: []*corev1.Pod{killed}}, nil, now.Add(time.Second))
+	if resumed.Outcome != nil || resumed.Status.Phase == batch.JobFailed {
+		t.Fatalf("outcome %+v, phase %s: the pause's own kill is no failure", resumed.Outcome, resumed.Status.Phase)
+	}
+	again := mustDecide(t, testJob(*resumed.Status), plan, Children{}, nil, now.Add(2*time.Second))
+	if got := names(again.CreatePods); len(got) != 1 || again.Outcome != nil {
+		t.Errorf("created %v, outcome %+v: want the replica made again", got, again.Outcome)
+	}
+}

@@ -62,10 +62,11 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 		case counted && prev.UID == pod.UID:
 			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
 			r.action = finishRestart
-		case PodEnded(pod) && !x.paused && !disrupted(pod):
+		case PodEnded(pod) && !x.paused && !disrupted(pod) && prev.Phase != batch.ReplicaDeleted:
 			// An ended pod that is being deleted (clean-up, by hand) ended all the same; a
-			// restart it is due waits until it is gone. (Pause deletes every replica, and
-			// resume recreates every one.)
+			// restart it is due waits until it is gone. Not one the status already says
+			// deleted: it ended because the engine deleted it (a pause, then a resume
+			// before it was gone), and resume recreates every replica.
 			r.view = Replica{Phase: r.status.Phase, ExitCode: exitCode(pod), Final: !x.mayRestart(g, r.status)}
 		default:
 			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
@@ -76,6 +77,12 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 				r.view.Disruption = x.disrupt(r, pod)
 			}
 		}
+	case pod != nil && x.paused:
+		// A pause (or an admitter's hold) deletes every pod: the replica is Deleted from this
+		// decision on, so that the end its deletion brings (a SIGKILL after the grace period)
+		// is not taken for its program's should the job resume before the pod is gone.
+		fromPod(&r.status, pod)
+		r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
 	case pod != nil:
 		fromPod(&r.status, pod)
 		r.view = Replica{Phase: r.status.Phase, ExitCode: exitCode(pod), Ready: podReady(pod)}

@@ -98,7 +98,9 @@ func setPhaseAndConditions(s, old *batch.JobStatus, st jobState, now time.Time) 
 		}
 	case st.paused:
 		s.Phase = batch.JobPaused
-		left := len(live(st.pods))
+		// Every pod a paused job still has is being deleted: its program may run until its
+		// grace period ends, so the replicas are deleted only once their pods are gone.
+		left := len(st.pods)
 		set(batch.JobConditionRunning, false, "Paused", "The job is paused.")
 		if left == 0 {
 			set(batch.JobConditionPaused, true, "Paused", "The job is paused: all replicas are deleted.")
@@ -110,7 +112,7 @@ func setPhaseAndConditions(s, old *batch.JobStatus, st jobState, now time.Time) 
 	case st.unadmitted != nil:
 		s.Phase = batch.JobPending
 		message := st.unadmitted.Message
-		if left := len(live(st.pods)); left > 0 {
+		if left := len(st.pods); left > 0 {
 			message += fmt.Sprintf(" %d replicas are being deleted.", left)
 		}
 		set(batch.JobConditionRunning, false, st.unadmitted.Reason, message)

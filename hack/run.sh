@@ -35,18 +35,27 @@ fi
 
 BIN=$(hack/lib/tools.sh)
 export PATH="$BIN:$PATH"
+# As root, the cluster also has the real node (docs/testing.md, "The real node"), with the
+# training image its pods run (built once, then cached).
+real_node=
+if [[ $(id -u) == 0 ]]; then
+  if training=$(hack/lib/images.sh); then
+    cluster_flags+=(--real-node --image "$training")
+    real_node=1
+  else
+    echo "The real node is left out: the training image did not build (run hack/install-deps.sh for mmdebstrap)." >&2
+  fi
+fi
 export KUBECONFIG
 KUBECONFIG=$(go run ./hack/cluster up --dir "$CLUSTER_DIR" --bin-dir "$BIN" ${cluster_flags[@]+"${cluster_flags[@]}"})
 controller_pid=
-procnode_pid=
-procnode_help=
+realnode_help=
 kueue_help=
-if (( ${#cluster_flags[@]} )); then
+if [[ -n "$KUEUE" && "$KUEUE" != 0 ]]; then
   kueue_help="  kubectl get clusterqueue,localqueue,workloads -A   (Kueue; log: $CLUSTER_DIR/logs/kueue.log)
 "
 fi
 cleanup() {
-  [[ -n "$procnode_pid" ]] && kill "$procnode_pid" 2>/dev/null && wait "$procnode_pid" 2>/dev/null
   [[ -n "$controller_pid" ]] && kill "$controller_pid" 2>/dev/null && wait "$controller_pid" 2>/dev/null
   go run ./hack/cluster down --dir "$CLUSTER_DIR"
 }
@@ -84,26 +93,13 @@ done
 echo
 kubectl get genericjob generic-tf-config -o jsonpath='generic-tf-config: {.status.conditions[?(@.type=="Failed")].message}{"\n"}'
 
-# A real run, where the machine allows it: a process node (docs/testing.md, "The process node") and
-# the PyTorch example's gloo all-reduce on it.
+# A real run, where the machine allows it: the PyTorch example's gloo all-reduce on the real
+# node, in real containers of the training image.
 echo
-if [[ $(id -u) != 0 ]]; then
-  echo "Real run skipped: the process node needs root (and hack/install-deps.sh's packages)."
-elif [[ ! -x /usr/bin/torchrun ]]; then
-  echo "Real run skipped: run hack/install-deps.sh first (it installs PyTorch, OpenMPI and sshd from Debian)."
+if [[ -z $real_node ]]; then
+  echo "Real run skipped: the real node needs root (and hack/install-deps.sh's packages)."
 else
-  go build -o bin/ ./hack/procnode
-  STATE=$ROOT/_output/procnode
-  # The node serves the kubelet API (kubectl logs, exec, port-forward) to the API server only:
-  # the local cluster's CA issued its serving certificate and the API server's client one.
-  bin/procnode --kubeconfig "$KUBECONFIG" --state-dir "$STATE" --port 0 --client-ca-file "$CLUSTER_DIR/pki/ca.crt" \
-    --tls-cert-file "$CLUSTER_DIR/pki/kubelet.crt" --tls-private-key-file "$CLUSTER_DIR/pki/kubelet.key" >_output/procnode.log 2>&1 &
-  procnode_pid=$!
-  until kubectl get node procnode -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null | grep -q True; do
-    kill -0 "$procnode_pid" 2>/dev/null || { echo "the process node exited; see _output/procnode.log" >&2; exit 1; }
-    sleep 0.2
-  done
-  echo "Running examples/pytorch for real on the process node (kubectl apply -k examples/pytorch)"
+  echo "Running examples/pytorch for real on the real node (kubectl apply -k examples/pytorch)"
   kubectl apply -k examples/pytorch
   last=
   for _ in $(seq 1 180); do
@@ -114,8 +110,8 @@ else
   done
   echo "rank 0's log (kubectl logs pytorch-allreduce-worker-0):"
   kubectl logs pytorch-allreduce-worker-0 | sed 's/^/  /'
-  procnode_help="  kubectl apply -k examples/mpi; kubectl logs -f mpi-allreduce-launcher   (real runs on the process node)
-  kubectl exec -it <pod on the process node> -- bash; kubectl port-forward <pod> 6006
+  realnode_help="  kubectl apply -k examples/mpi; kubectl logs -f mpi-allreduce-launcher   (real runs on the real node)
+  kubectl exec -it <pod on the real node> -- bash; kubectl port-forward <pod> 6006
 "
 fi
 cat <<MSG
@@ -126,6 +122,6 @@ Use it from another shell:
   kubectl get t9k
   kubectl describe genericjob generic-example
   kubectl apply -f examples/
-${procnode_help}${kueue_help}Ctrl-C stops the controller and the cluster.
+${realnode_help}${kueue_help}Ctrl-C stops the controller and the cluster.
 MSG
 wait "$controller_pid"

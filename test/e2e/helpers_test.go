@@ -2,7 +2,7 @@ package e2e
 
 // Helpers the tests of several features share. The suite's own (env, namespace, waitFor,
 // kubectl) are in main_test.go, the controller process's in controller_process_test.go, the
-// process node's in procnode_test.go; a helper used by one feature's tests stays in its file.
+// real node's in realnode_test.go; a helper used by one feature's tests stays in its file.
 
 import (
 	"context"

@@ -112,7 +112,7 @@ var installTaint = corev1.Taint{Key: "e2e.t9k.dev/install", Value: "jobs-only", 
 
 // onKwokDuringInstall puts a job's pods on the kwok nodes during an install test: they
 // tolerate installTaint, and keep off the nodes with the runtime label (the real node, which
-// has no taint then, and the process node).
+// has no taint then).
 func onKwokDuringInstall(spec *corev1.PodSpec) {
 	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{Key: installTaint.Key, Operator: corev1.TolerationOpExists})
 	spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
@@ -121,8 +121,7 @@ func onKwokDuringInstall(spec *corev1.PodSpec) {
 }
 
 // onlyRealNodeSchedulable lifts the real node's taint and puts installTaint on the kwok nodes
-// (the nodes without the runtime label) until restore. The process node keeps its own taint,
-// which the controller's pods do not tolerate.
+// (the nodes without the runtime label) until restore.
 func onlyRealNodeSchedulable(t *testing.T) (restore func()) {
 	t.Helper()
 	ctx := context.Background()

@@ -36,20 +36,6 @@ import (
 // cp, attach and port-forward on pods that really run, in the training image, through the
 // API server, which reaches the kubelet with its kubelet client certificate.
 
-// needKubeletAPI is needProcNode for tests that go through the process node's kubelet API
-// (procnode_image_test.go): it is served with the local control plane's certificates only.
-func needKubeletAPI(t *testing.T, ns string) {
-	t.Helper()
-	needProcNode(t, ns)
-	if env.kubelet.ClientCAFile == "" {
-		const why = "the process node serves the kubelet API with the local control plane's certificates, and T9K_E2E_KUBECONFIG names another cluster"
-		if os.Getenv("CI") != "" {
-			t.Fatal(why + ", and CI is set")
-		}
-		t.Skip(why)
-	}
-}
-
 // startJob creates a GenericJob and returns the name of its first pod once that pod runs.
 func startJob(t *testing.T, ns string, job *batch.GenericJob) string {
 	t.Helper()

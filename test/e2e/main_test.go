@@ -46,8 +46,8 @@ var env struct {
 	kube         kubernetes.Interface
 	jobs         versioned.Interface
 	dynamic      dynamic.Interface
-	// kubelet is what the process node serves the kubelet API with: the local control
-	// plane's files (empty on another cluster, where the node does not serve it).
+	// kubelet is the local control plane's CA of kubelets and the API server's client
+	// certificate towards them (empty on another cluster).
 	kubelet cluster.KubeletTLS
 	// cluster is the local control plane (nil on another cluster): tests start Kueue on it.
 	cluster *cluster.Cluster
@@ -121,17 +121,12 @@ func setUpAndRun(ctx context.Context, m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: starting the controller:", err)
 		return 1
 	}
-	if err := startProcNode(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: starting the process node:", err)
-		return 1
-	}
 	if err := waitGarbageCollector(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
 	code := m.Run()
 	stopMultiKueue(code != 0)
-	stopProcNode(code == 0)
 	_ = os.RemoveAll(env.kubectlCache)
 	if !stopController() {
 		fmt.Fprintln(os.Stderr, "e2e: the controller did not stop on SIGTERM")

@@ -111,3 +111,17 @@ func cgroupFile(pid int, controller, file string) (string, error) {
 	}
 	return "", fmt.Errorf("process %d is in no %s cgroup", pid, controller)
 }
+
+// processesWith lists the machine's processes whose command line contains s: the real node's
+// containers' too, which run in PID namespaces of their own but are this machine's processes.
+func processesWith(s string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(strings.ReplaceAll(string(data), "\x00", " "), s) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}

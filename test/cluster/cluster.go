@@ -41,7 +41,7 @@ const FakeNodeAnnotation = "kwok.x-k8s.io/node"
 
 // ServiceCIDR is the range of the cluster's Service addresses (kube-apiserver's
 // --service-cluster-ip-range): the kubernetes Service has its first address, which the API
-// server's serving certificate names. The process node takes it as --service-cidr.
+// server's serving certificate names.
 const (
 	ServiceCIDR         = "10.96.0.0/16"
 	kubernetesServiceIP = "10.96.0.1"
@@ -184,8 +184,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		// Workload) and, in the scheduler, the GangScheduling plugin (docs/testing.md, "The
 		// local control plane").
 		"--feature-gates="+gangFeatureGates, "--runtime-config="+gangRuntimeConfig,
-		// Kubelets (the process node): the API server reaches them at their InternalIP (the
-		// process node registers 127.0.0.1), presents its client certificate, and verifies
+		// Kubelets (the real node's): the API server reaches them at their InternalIP (the
+		// real node registers 10.245.0.1), presents its client certificate, and verifies
 		// theirs with the cluster's CA (pki.go).
 		"--kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP",
 		"--kubelet-client-certificate="+c.Kubelet().APIServerCertFile,

@@ -17,13 +17,13 @@ import (
 	"time"
 )
 
-// KubeletTLS are the files a kubelet of this cluster (the process node, test/procnode) serves
-// its API with, as a kubelet's --tls-cert-file, --tls-private-key-file and --client-ca-file:
-// a serving certificate for 127.0.0.1 issued by the cluster's CA (the API server verifies it
-// with that CA), and the CA itself, which issued the API server's kubelet client certificate,
-// the only client certificate it issues.
+// KubeletTLS are the files of the TLS between the API server and the kubelets of this
+// cluster (the real node's, realnode.go): the cluster's CA, which issues the kubelets'
+// serving certificates (the API server verifies them with it) and the API server's client
+// certificate towards kubelets, the only client certificate it issues, so that a kubelet
+// trusts that CA as its --client-ca-file; and that client certificate.
 type KubeletTLS struct {
-	CertFile, KeyFile, ClientCAFile string
+	ClientCAFile string
 	// APIServerCertFile and APIServerKeyFile are the API server's client certificate
 	// towards kubelets, for tests that stand in for it.
 	APIServerCertFile, APIServerKeyFile string
@@ -32,30 +32,24 @@ type KubeletTLS struct {
 // The cluster's certificates, under <dir>/pki.
 const (
 	pkiDir = "pki"
-	// caName signs the API server's kubelet client certificate and the kubelets' serving
-	// certificate.
+	// caName signs the API server's kubelet client certificate, its serving certificate, and
+	// the real node's kubelet serving certificate (writeRealNodeCert).
 	caName = "ca"
 	// kubeletClientName is the API server's client certificate towards kubelets.
 	kubeletClientName = "apiserver-kubelet-client"
-	// kubeletServingName is the kubelets' serving certificate: 127.0.0.1 and localhost.
-	kubeletServingName = "kubelet"
 	// apiServerName is the API server's serving certificate: for loopback, the real node's
 	// address, and the kubernetes Service's address and names, as pods call it.
 	apiServerName = "apiserver"
 )
 
-// KubeletTLSIn is the kubelet files of the cluster whose directory is dir.
-func KubeletTLSIn(dir string) KubeletTLS {
-	p := func(name, ext string) string { return filepath.Join(dir, pkiDir, name+ext) }
-	return KubeletTLS{CertFile: p(kubeletServingName, ".crt"), KeyFile: p(kubeletServingName, ".key"), ClientCAFile: p(caName, ".crt"),
-		APIServerCertFile: p(kubeletClientName, ".crt"), APIServerKeyFile: p(kubeletClientName, ".key")}
+// Kubelet is the TLS files between this cluster's API server and its kubelets.
+func (c *Cluster) Kubelet() KubeletTLS {
+	p := func(name, ext string) string { return filepath.Join(c.Dir, pkiDir, name+ext) }
+	return KubeletTLS{ClientCAFile: p(caName, ".crt"), APIServerCertFile: p(kubeletClientName, ".crt"), APIServerKeyFile: p(kubeletClientName, ".key")}
 }
 
-// Kubelet is what a kubelet of this cluster serves its API with.
-func (c *Cluster) Kubelet() KubeletTLS { return KubeletTLSIn(c.Dir) }
-
-// writePKI makes the cluster's CA, the API server's client certificate towards kubelets and
-// the kubelets' serving certificate. Keys are readable by their owner only.
+// writePKI makes the cluster's CA, the API server's serving certificate and its client
+// certificate towards kubelets. Keys are readable by their owner only.
 func (c *Cluster) writePKI() error {
 	dir := filepath.Join(c.Dir, pkiDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -80,11 +74,6 @@ func (c *Cluster) writePKI() error {
 		kubeletClientName: {
 			Subject:     pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		},
-		kubeletServingName: {
-			Subject:     pkix.Name{CommonName: "t9k-local-kubelet"},
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
 		},
 		apiServerName: {
 			Subject:     pkix.Name{CommonName: "kube-apiserver"},

@@ -131,7 +131,7 @@ func (c *Cluster) startRealNode(ctx context.Context, images []string) error {
 		return err
 	}
 	pause := filepath.Join(p.state, "pause.tar")
-	if _, err := testimage.Write(pause, pauseImage, testimage.Image{
+	if err := testimage.Write(pause, pauseImage, testimage.Image{
 		Layers: [][]testimage.File{{{Path: "/pause", Mode: 0o755, Data: pauseProgram}}},
 		Config: v1.Config{Entrypoint: []string{"/pause"}},
 	}); err != nil {

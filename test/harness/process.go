@@ -1,5 +1,5 @@
 // Package harness is what the tests' programs share: building and starting the programs they
-// run beside a cluster (the controller, the process node, the control plane's components),
+// run beside a cluster (the controller, the control plane's components),
 // waiting for a condition, and reading a /metrics page.
 package harness
 
@@ -13,14 +13,10 @@ import (
 	"time"
 )
 
-// Build builds the main package pkg (./cmd/..., ./hack/...) of the module at dir into out,
-// with env (such as CGO_ENABLED=0) added to this process's environment.
-func Build(dir, pkg, out string, env ...string) error {
+// Build builds the main package pkg (./cmd/..., ./hack/...) of the module at dir into out.
+func Build(dir, pkg, out string) error {
 	cmd := exec.Command("go", "build", "-o", out, pkg)
 	cmd.Dir = dir
-	if len(env) > 0 {
-		cmd.Env = append(os.Environ(), env...)
-	}
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building %s: %v\n%s", pkg, err, b)
 	}

@@ -1,18 +1,16 @@
 #!/usr/bin/env bash
-# Installs, when missing, the Debian packages that stand in for images on the process node
-# (docs/testing.md, "The process node"): sshd for the launcher kinds' workers, OpenMPI and mpi4py for
-# real MPIJobs, PyTorch for the GenericJob and ColossalAIJob runs (gloo), XGBoost for
-# XGBoostTrainingJob, and iproute2 for the node's network namespaces; runc, which runs the
-# real node's containers, and nftables, with which its teardown removes the empty tables
-# kube-proxy leaves; skopeo, with which hack/image's tests read the image archive as
-# users' tools do; and mmdebstrap, which makes the real node's training image
-# (hack/lib/images.sh). It needs root; elsewhere
-# it says what it would install and exits 0, and the tests that need the packages skip (or
-# fail, where the environment variable CI is set).
+# Installs, when missing, the Debian packages the tests need on this machine: the real node's
+# (docs/testing.md, "The real node"): runc, which runs its containers; iproute2, with which it
+# makes its bridge; iptables, which kube-proxy programs and its teardown reads back; nftables,
+# with which its teardown removes the empty tables kube-proxy leaves; mmdebstrap, which makes
+# its training image (hack/lib/images.sh); and skopeo, with which hack/image's tests read the
+# image archive as users' tools do. The programs the real runs use (PyTorch, OpenMPI, sshd,
+# XGBoost) are in the training image, not on the machine. It needs root; elsewhere it says
+# what it would install and exits 0, and the tests that need the packages skip (or fail,
+# where the environment variable CI is set).
 set -euo pipefail
 
-PACKAGES=(iproute2 openssh-server openssh-client openmpi-bin python3-mpi4py python3-torch python3-xgboost python3-numpy skopeo
-  runc nftables mmdebstrap)
+PACKAGES=(runc iproute2 iptables nftables mmdebstrap skopeo)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -30,10 +28,6 @@ echo "install-deps: installing ${missing[*]}"
 start=$SECONDS
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
-# sshd must not start as a service: the process node runs it per pod.
-printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-chmod +x /usr/sbin/policy-rc.d
-trap 'rm -f /usr/sbin/policy-rc.d' EXIT
 apt-get install -y -q --no-install-recommends "${missing[@]}" 2>&1 |
   grep --line-buffered -E '^(Get:[0-9]*0 |Unpacking |Setting up |E: )' || true
 for p in "${missing[@]}"; do

@@ -17,7 +17,7 @@ const run = `{"Action":"start","Package":"p/a"}
 {"Action":"run","Package":"p/a","Test":"TestReal"}
 {"Action":"output","Package":"p/a","Test":"TestReal","Output":"=== RUN   TestReal\n"}
 {"Action":"output","Package":"p/a","Test":"TestReal","Output":"    a_test.go:5: before\n"}
-{"Action":"output","Package":"p/a","Test":"TestReal","Output":"    procnode_test.go:106: the process node needs root\n"}
+{"Action":"output","Package":"p/a","Test":"TestReal","Output":"    a_test.go:6: needs a real machine\n"}
 {"Action":"output","Package":"p/a","Test":"TestReal","Output":"        (run as root)\n"}
 {"Action":"output","Package":"p/a","Test":"TestReal","Output":"--- SKIP: TestReal (0.00s)\n"}
 {"Action":"skip","Package":"p/a","Test":"TestReal"}
@@ -77,7 +77,7 @@ FAIL	p/d [build failed]
 FAIL
 skipped: 2
 in p/a:
-SKIP TestReal: the process node needs root (run as root)
+SKIP TestReal: needs a real machine (run as root)
 SKIP TestSub/x: (no reason given)
 `
 	if out.String() != want {

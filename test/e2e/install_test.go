@@ -263,9 +263,9 @@ func checkFailover(t *testing.T, pods []corev1.Pod, leader, image string) {
 // checkKilledLeader kills the leader's process (SIGKILL: it gives nothing up) while a job
 // runs: the kubelet starts the container again in the same pod, a controller leads again
 // within the lease duration and a retry period, one only, and the job ends Succeeded with
-// the pods it had and no restart. Which one leads: the standby once the Lease has expired,
-// or the container started again, whose identity (<pod>_<pid>, and its pid is 1 again) is
-// the holder's, so that it renews the Lease at once.
+// the pods it had and no restart. Which one leads: the standby or the container started
+// again, once the Lease has expired: the restarted process has an identity of its own
+// (<pod>_<pid>_<random>), though its pod and pid (1) are the killed one's.
 func checkKilledLeader(t *testing.T, image string) {
 	ctx := context.Background()
 	pods := waitControllerPods(t, image)

@@ -189,6 +189,20 @@ func exampleMPIJob(t *testing.T, name string) *batch.MPIJob {
 	return job
 }
 
+// createMPIScript creates in ns the ConfigMap examples/mpi's MPIJob mounts its program from,
+// as `kubectl apply -k examples/mpi` does.
+func createMPIScript(t *testing.T, ns string) {
+	t.Helper()
+	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "mpi", "allreduce.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mpi-allreduce-script"}, Data: map[string]string{"allreduce.py": string(script)}}
+	if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // podNames lists the pods of ns that are not being deleted.
 func podNames(t *testing.T, ns string) []string {
 	t.Helper()

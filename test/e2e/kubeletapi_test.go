@@ -70,21 +70,9 @@ func containerState(ctx context.Context, ns, pod, container string) (corev1.Cont
 func TestKubeletLogsMPILauncher(t *testing.T) {
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
-	ctx := context.Background()
-	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "mpi", "allreduce.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mpi-allreduce-script"}, Data: map[string]string{"allreduce.py": string(script)}}
-	if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createMPIScript(t, ns)
 	job := exampleMPIJob(t, "mpi-logs")
-	spec := &job.Spec.Worker.Template.Spec
-	spec.NodeSelector, spec.Tolerations = nil, nil
-	onRealNode(spec)
-	spec.Containers[0].Image = trainingImage
-	if _, err := env.jobs.BatchV1beta1().MPIJobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+	if _, err := env.jobs.BatchV1beta1().MPIJobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s := waitStatus(t, "the end", mpiStatus(ns, job.Name), func(s *batch.JobStatus) bool { return s.Phase == batch.JobSucceeded || s.Phase == batch.JobFailed })

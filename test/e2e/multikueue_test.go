@@ -596,14 +596,7 @@ func TestMultiKueueRealMPIJob(t *testing.T) {
 	ctx := context.Background()
 	manager := workers[0]
 	connectToSuite(t, manager, ns)
-	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "mpi", "allreduce.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mpi-allreduce-script"}, Data: map[string]string{"allreduce.py": string(script)}}
-	if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createMPIScript(t, ns)
 	job := exampleMPIJob(t, "mk-mpi")
 	job.Labels = map[string]string{kueue.LabelQueueName: realMKQueue}
 	job.Spec.ManagedBy = batch.MultiKueueControllerName

@@ -95,19 +95,7 @@ func StopDir(dir string) error {
 		errs = append(errs, tearDownRealNode(dir, io.Discard))
 	}
 	for i := len(entries) - 1; i >= 0; i-- {
-		e := entries[i]
-		if !runs(e.pid, e.name) {
-			continue
-		}
-		_ = syscall.Kill(-e.pid, syscall.SIGTERM)
-		deadline := time.Now().Add(stopGrace)
-		for runs(e.pid, e.name) && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-		}
-		if runs(e.pid, e.name) {
-			_ = syscall.Kill(-e.pid, syscall.SIGKILL)
-			errs = append(errs, fmt.Errorf("%s (pid %d) did not stop in %s and was killed", e.name, e.pid, stopGrace))
-		}
+		errs = append(errs, entries[i].stop())
 	}
 	if err := os.Remove(filepath.Join(dir, pidFile)); err != nil {
 		errs = append(errs, err)
@@ -119,6 +107,24 @@ func StopDir(dir string) error {
 type pidEntry struct {
 	name string
 	pid  int
+}
+
+// stop stops the component, if it still runs: SIGTERM to its process group, SIGKILL after
+// stopGrace (an error then says so).
+func (e pidEntry) stop() error {
+	if !runs(e.pid, e.name) {
+		return nil
+	}
+	_ = syscall.Kill(-e.pid, syscall.SIGTERM)
+	deadline := time.Now().Add(stopGrace)
+	for runs(e.pid, e.name) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if runs(e.pid, e.name) {
+		_ = syscall.Kill(-e.pid, syscall.SIGKILL)
+		return fmt.Errorf("%s (pid %d) did not stop in %s and was killed", e.name, e.pid, stopGrace)
+	}
+	return nil
 }
 
 // pidEntries reads the cluster's pid file (none when it has none).

@@ -202,20 +202,11 @@ func RealNodeLeftovers(clusterDir string) []string {
 	return left
 }
 
-// stopComponent stops the named component of the cluster's pid file, if it runs: SIGTERM to
-// its process group, SIGKILL after stopGrace.
+// stopComponent stops the named component of the cluster's pid file, if it runs.
 func stopComponent(clusterDir, name string) {
 	for _, e := range pidEntries(clusterDir) {
-		if e.name != name || !runs(e.pid, e.name) {
-			continue
-		}
-		_ = syscall.Kill(-e.pid, syscall.SIGTERM)
-		deadline := time.Now().Add(stopGrace)
-		for runs(e.pid, e.name) && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if runs(e.pid, e.name) {
-			_ = syscall.Kill(-e.pid, syscall.SIGKILL)
+		if e.name == name {
+			_ = e.stop()
 		}
 	}
 }

@@ -10,6 +10,9 @@ CLUSTER_DIR ?= _output/cluster
 # KUEUE=1: make cluster-up also starts N MultiKueue worker clusters, connected to it.
 KUEUE ?=
 WORKERS ?=
+# REAL_NODE=1: make cluster-up also starts the real node (root; docs/testing.md), with the
+# training image imported.
+REAL_NODE ?=
 # Packages whose tests need no cluster.
 UNIT_PKGS = $$(go list ./... | grep -v /test/e2e)
 # go test's -timeout, per test binary: the end-to-end tests take 3-5 minutes on 2 cores, so
@@ -64,7 +67,8 @@ test-e2e: tools ## end-to-end tests on a local cluster (or on $T9K_E2E_KUBECONFI
 	T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go test -count=1 -timeout $(TEST_TIMEOUT) -v ./test/e2e/
 
 cluster-up: tools ## start the local control plane in the background; prints its kubeconfig
-	go run ./hack/cluster up --dir $(CLUSTER_DIR) --bin-dir $$(hack/lib/tools.sh) $(if $(filter-out 0,$(KUEUE)),--kueue) $(if $(WORKERS),--workers $(WORKERS))
+	go run ./hack/cluster up --dir $(CLUSTER_DIR) --bin-dir $$(hack/lib/tools.sh) $(if $(filter-out 0,$(KUEUE)),--kueue) $(if $(WORKERS),--workers $(WORKERS)) \
+		$(if $(filter-out 0,$(REAL_NODE)),--real-node --image $$(hack/lib/images.sh))
 
 cluster-down: ## stop the local control plane
 	go run ./hack/cluster down --dir $(CLUSTER_DIR)

@@ -156,11 +156,20 @@ func (c *Controller) writeDecided(ctx context.Context, key string, job Job, d *D
 // and counts the phase change. It returns the job as written (job itself, untouched, when
 // nothing differed).
 func (c *Controller) writeStatus(ctx context.Context, key string, job Job, status *batch.JobStatus, kindStatus KindStatus) (Job, error) {
-	next := job.DeepCopyObject().(Job)
-	kindChanged := kindStatus != nil && kindStatus.SetOn(next)
+	// The copy is made only for a write (or to see whether the kind's part changes): most
+	// syncs write nothing.
+	var next Job
+	kindChanged := false
+	if kindStatus != nil {
+		next = job.DeepCopyObject().(Job)
+		kindChanged = kindStatus.SetOn(next)
+	}
 	from := job.JobStatus().Phase
 	if !kindChanged && equality.Semantic.DeepEqual(job.JobStatus(), status) {
 		return job, nil
+	}
+	if next == nil {
+		next = job.DeepCopyObject().(Job)
 	}
 	*next.JobStatus() = *status
 	written, err := c.adapter.UpdateStatus(ctx, next)

@@ -171,14 +171,12 @@ func RealNodeLeftovers(clusterDir string) []string {
 	if c := realNodeCgroups(); len(c) > 0 {
 		left = append(left, "cgroups "+strings.Join(c, ", "))
 	}
+	state, err := readHostState(keptHostStateFile(clusterDir))
 	for _, d := range append([]string{realStateDir}, realFixedDirs...) {
-		if _, err := os.Lstat(d); err == nil {
-			if state, _ := readHostState(keptHostStateFile(clusterDir)); state == nil || !slices.Contains(state.Existed, d) {
-				left = append(left, "path "+d)
-			}
+		if _, statErr := os.Lstat(d); statErr == nil && (state == nil || !slices.Contains(state.Existed, d)) {
+			left = append(left, "path "+d)
 		}
 	}
-	state, err := readHostState(keptHostStateFile(clusterDir))
 	if err != nil {
 		return append(left, "no record of the machine before the node started: "+err.Error())
 	}

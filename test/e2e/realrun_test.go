@@ -524,10 +524,20 @@ exec sleep 600`
 func killFirstRun(t *testing.T, ns, pod, container string) {
 	t.Helper()
 	var p *corev1.Pod
+	// The log can show the first run before the pod's status shows its container running
+	// (the kubelet reports the status on its own clock): wait for both.
 	waitReal(t, pod+"'s first run", func(ctx context.Context) (bool, error) {
 		var err error
 		p, err = env.kube.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
-		return err == nil && strings.Contains(containerLogs(ns, pod, container), "first run"), nil
+		if err != nil || !strings.Contains(containerLogs(ns, pod, container), "first run") {
+			return false, nil
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == container && cs.State.Running != nil && cs.ContainerID != "" {
+				return true, nil
+			}
+		}
+		return false, nil
 	})
 	pid := containerInit(t, p, container)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {

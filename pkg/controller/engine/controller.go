@@ -65,6 +65,9 @@ type Controller struct {
 	// endSeen holds, per pod UID, when the pod was first seen ended: restart backoffs count
 	// from there (a container's finishedAt has one-second resolution).
 	endSeen sync.Map // types.UID -> time.Time
+	// gone holds, per pod UID, the last state of a disrupted pod whose deletion was seen
+	// before its job's sync read it (gone.go).
+	gone sync.Map // types.UID -> gonePod
 	// announced holds, per job key, the reasons its waiting replicas were announced for
 	// (waitevents.go), while they wait.
 	announced sync.Map // key -> []string
@@ -283,6 +286,10 @@ func (c *Controller) decideAndApply(ctx context.Context, key string, job Job) (t
 		for _, p := range children.Pods {
 			c.endSeen.Delete(p.UID)
 		}
+	}
+	// The status now tells how the gone pods ended.
+	for uid := range children.Gone {
+		c.gone.Delete(uid)
 	}
 	klog.FromContext(ctx).V(4).Info("Synced", "kind", c.kind, "job", key, "phase", d.Status.Phase, "created", len(d.CreatePods)+len(d.CreateObjects),
 		"updated", len(d.UpdateObjects), "deleted", len(d.DeletePods)+len(d.DeleteObjects))

@@ -72,7 +72,7 @@ type Decision struct {
 func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time.Time) (*Decision, error) {
 	old := job.JobStatus()
 	d := &Decision{Status: &batch.JobStatus{ObservedGeneration: job.GetGeneration()}}
-	x := &decider{plan: plan, admission: admission, kinds: children.kinds, now: now, endSeen: children.EndSeen, d: d}
+	x := &decider{plan: plan, admission: admission, kinds: children.kinds, now: now, endSeen: children.EndSeen, gone: children.Gone, d: d}
 	if admission != nil {
 		d.RequeueAfter = admission.RequeueAfter
 	}
@@ -213,6 +213,7 @@ type decider struct {
 	kinds     kindTable
 	now       time.Time
 	endSeen   map[types.UID]time.Time
+	gone      map[types.UID]*corev1.Pod
 	d         *Decision
 	finished  bool
 	// paused: the job is held, no replica has a pod (a pause, or unadmitted: an admitter has

@@ -120,6 +120,7 @@ func (c *Controller) childDeleted(k *ChildKind, obj any) {
 	}
 	c.endSeen.Delete(o.GetUID())
 	if key, ok := c.ownerKey(o); ok {
+		c.rememberGone(obj)
 		c.expect.DeletionObserved(expectKey(key, k), o.GetUID())
 		c.queue.Add(key)
 	}

@@ -107,6 +107,9 @@ type Children struct {
 	// container's finishedAt is truncated to the second; this keeps restart backoffs from
 	// starting up to a second before the pod really ended.
 	EndSeen map[types.UID]time.Time
+	// Gone is the last state, by UID, of the job's pods that were disrupted and deleted
+	// before a sync read them: how they ended is told from it.
+	Gone map[types.UID]*corev1.Pod
 
 	// kinds is the controller's table of child kinds, the admitters' included (nil: the
 	// engine's own kinds), by which a decision knows each object's kind.

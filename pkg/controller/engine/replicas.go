@@ -138,7 +138,7 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 			r.view.Lost = prev.UID != "" && prev.Phase != batch.ReplicaCreating && prev.Phase != batch.ReplicaDeleted
 			r.view.Phase = batch.ReplicaCreating
 			if r.view.Lost {
-				r.view.Disruption = x.disrupt(r, nil)
+				r.view.Disruption = x.disrupt(r, x.gone[prev.UID])
 			}
 		}
 	}

@@ -34,6 +34,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 	// Group=batch.tensorstack.dev, Version=v1beta1
 	case v1beta1.SchemeGroupVersion.WithKind("Aggregate"):
 		return &batchv1beta1.AggregateApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("AvoidFailedNodes"):
+		return &batchv1beta1.AvoidFailedNodesApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ColossalAIJob"):
 		return &batchv1beta1.ColossalAIJobApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ColossalAIJobSpec"):
@@ -50,6 +52,16 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &batchv1beta1.DependentReferenceApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("DependentStatus"):
 		return &batchv1beta1.DependentStatusApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("ExcludedNode"):
+		return &batchv1beta1.ExcludedNodeApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("ExitCodesRequirement"):
+		return &batchv1beta1.ExitCodesRequirementApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("FailurePolicy"):
+		return &batchv1beta1.FailurePolicyApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("FailurePolicyRule"):
+		return &batchv1beta1.FailurePolicyRuleApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("FailurePolicyRuleRef"):
+		return &batchv1beta1.FailurePolicyRuleRefApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("GangSchedulingPolicy"):
 		return &batchv1beta1.GangSchedulingPolicyApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("GenericJob"):
@@ -62,6 +74,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &batchv1beta1.GenericRestartPolicyApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("JobCondition"):
 		return &batchv1beta1.JobConditionApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("JobProgress"):
+		return &batchv1beta1.JobProgressApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("JobStatus"):
 		return &batchv1beta1.JobStatusApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Lifecycle"):
@@ -74,6 +88,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &batchv1beta1.MPIWorkerSpecApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("PauseMode"):
 		return &batchv1beta1.PauseModeApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("PodConditionPattern"):
+		return &batchv1beta1.PodConditionPatternApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("PodGroupDisruptionMode"):
 		return &batchv1beta1.PodGroupDisruptionModeApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("PodGroupResourceClaim"):
@@ -82,8 +98,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &batchv1beta1.PodGroupSchedulingConstraintsApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("PodGroupSchedulingPolicy"):
 		return &batchv1beta1.PodGroupSchedulingPolicyApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("ProgressMetric"):
+		return &batchv1beta1.ProgressMetricApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ReplicaDebugSet"):
 		return &batchv1beta1.ReplicaDebugSetApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("ReplicaProgress"):
+		return &batchv1beta1.ReplicaProgressApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ReplicaStatus"):
 		return &batchv1beta1.ReplicaStatusApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ReplicaTermination"):

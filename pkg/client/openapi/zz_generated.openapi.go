@@ -36,6 +36,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 	return map[string]common.OpenAPIDefinition{
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.Aggregate":                     schema_pkg_apis_batch_v1beta1_Aggregate(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.AllDisruptionMode":             schema_pkg_apis_batch_v1beta1_AllDisruptionMode(ref),
+		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.AvoidFailedNodes":              schema_pkg_apis_batch_v1beta1_AvoidFailedNodes(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.BasicSchedulingPolicy":         schema_pkg_apis_batch_v1beta1_BasicSchedulingPolicy(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ColossalAIJob":                 schema_pkg_apis_batch_v1beta1_ColossalAIJob(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ColossalAIJobList":             schema_pkg_apis_batch_v1beta1_ColossalAIJobList(ref),
@@ -46,6 +47,11 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.DebugMode":                     schema_pkg_apis_batch_v1beta1_DebugMode(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.DependentReference":            schema_pkg_apis_batch_v1beta1_DependentReference(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.DependentStatus":               schema_pkg_apis_batch_v1beta1_DependentStatus(ref),
+		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ExcludedNode":                  schema_pkg_apis_batch_v1beta1_ExcludedNode(ref),
+		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ExitCodesRequirement":          schema_pkg_apis_batch_v1beta1_ExitCodesRequirement(ref),
+		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy":                 schema_pkg_apis_batch_v1beta1_FailurePolicy(ref),
+		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicyRule":             schema_pkg_apis_batch_v1beta1_FailurePolicyRule(ref),
+		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicyRuleRef":          schema_pkg_apis_batch_v1beta1_FailurePolicyRuleRef(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.GangSchedulingPolicy":          schema_pkg_apis_batch_v1beta1_GangSchedulingPolicy(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.GenericJob":                    schema_pkg_apis_batch_v1beta1_GenericJob(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.GenericJobList":                schema_pkg_apis_batch_v1beta1_GenericJobList(ref),
@@ -53,6 +59,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.GenericReplicaSpec":            schema_pkg_apis_batch_v1beta1_GenericReplicaSpec(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.GenericRestartPolicy":          schema_pkg_apis_batch_v1beta1_GenericRestartPolicy(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobCondition":                  schema_pkg_apis_batch_v1beta1_JobCondition(ref),
+		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobProgress":                   schema_pkg_apis_batch_v1beta1_JobProgress(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobStatus":                     schema_pkg_apis_batch_v1beta1_JobStatus(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.Lifecycle":                     schema_pkg_apis_batch_v1beta1_Lifecycle(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.MPIJob":                        schema_pkg_apis_batch_v1beta1_MPIJob(ref),
@@ -60,11 +67,14 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.MPIJobSpec":                    schema_pkg_apis_batch_v1beta1_MPIJobSpec(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.MPIWorkerSpec":                 schema_pkg_apis_batch_v1beta1_MPIWorkerSpec(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.PauseMode":                     schema_pkg_apis_batch_v1beta1_PauseMode(ref),
+		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.PodConditionPattern":           schema_pkg_apis_batch_v1beta1_PodConditionPattern(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.PodGroupDisruptionMode":        schema_pkg_apis_batch_v1beta1_PodGroupDisruptionMode(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.PodGroupResourceClaim":         schema_pkg_apis_batch_v1beta1_PodGroupResourceClaim(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.PodGroupSchedulingConstraints": schema_pkg_apis_batch_v1beta1_PodGroupSchedulingConstraints(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.PodGroupSchedulingPolicy":      schema_pkg_apis_batch_v1beta1_PodGroupSchedulingPolicy(ref),
+		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ProgressMetric":                schema_pkg_apis_batch_v1beta1_ProgressMetric(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ReplicaDebugSet":               schema_pkg_apis_batch_v1beta1_ReplicaDebugSet(ref),
+		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ReplicaProgress":               schema_pkg_apis_batch_v1beta1_ReplicaProgress(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ReplicaStatus":                 schema_pkg_apis_batch_v1beta1_ReplicaStatus(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ReplicaTermination":            schema_pkg_apis_batch_v1beta1_ReplicaTermination(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ResumeSpec":                    schema_pkg_apis_batch_v1beta1_ResumeSpec(ref),
@@ -468,6 +478,26 @@ func schema_pkg_apis_batch_v1beta1_AllDisruptionMode(ref common.ReferenceCallbac
 	}
 }
 
+func schema_pkg_apis_batch_v1beta1_AvoidFailedNodes(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "AvoidFailedNodes bounds the list of nodes a job's new pods avoid.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"maxNodes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MaxNodes is the most nodes the job avoids at once; past it, the oldest exclusion is dropped. Defaults to 8.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_batch_v1beta1_BasicSchedulingPolicy(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -618,6 +648,19 @@ func schema_pkg_apis_batch_v1beta1_ColossalAIJobSpec(ref common.ReferenceCallbac
 							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration"),
 						},
 					},
+					"failurePolicy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FailurePolicy says what a replica's failure does, by exit code, pod condition or termination reason, and keeps retries away from the nodes the job failed on (docs/failures.md). Without it, each replica's restart policy alone decides.",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy"),
+						},
+					},
+					"progressDeadlineSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ProgressDeadlineSeconds calls a running job Stalled when a replica that reported progress (status.progress) then reports nothing for this many seconds; the failure policy's rules decide what a stall does (reason Stalled), by default a restart of the whole job where the job allows restarts, otherwise its failure. A replica that never reported is never called stalled. Without it, no stall is looked for.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
 					"ssh": {
 						SchemaProps: spec.SchemaProps{
 							Description: "SSH configures the SSH connection from the launcher to the workers.",
@@ -663,7 +706,7 @@ func schema_pkg_apis_batch_v1beta1_ColossalAIJobSpec(ref common.ReferenceCallbac
 			},
 		},
 		Dependencies: []string{
-			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ColossalAILauncher", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ColossalAIWorkerSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SSHConfig", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.WorkerCleanUpPolicy"},
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ColossalAILauncher", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ColossalAIWorkerSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SSHConfig", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.WorkerCleanUpPolicy"},
 	}
 }
 
@@ -978,6 +1021,300 @@ func schema_pkg_apis_batch_v1beta1_DependentStatus(ref common.ReferenceCallback)
 	}
 }
 
+func schema_pkg_apis_batch_v1beta1_ExcludedNode(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ExcludedNode is a node the job's new pods avoid, and why.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"node": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Node is the node's name.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"replica": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Replica is the replica that failed there.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Reason is how it failed: an exit code, a disruption's reason, or a rule's name.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"time": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Time is when the failure was seen.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"node", "replica", "reason", "time"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_batch_v1beta1_ExitCodesRequirement(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ExitCodesRequirement matches containers' exit codes.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"containerName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ContainerName limits the match to one container (all the pod's containers, init containers included, when left out).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"operator": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Operator: In matches when a container's non-zero exit code is one of values; NotIn when one is not.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"values": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Values are the exit codes.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"integer"},
+										Format: "int32",
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"operator", "values"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_batch_v1beta1_FailurePolicy(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "FailurePolicy says what a replica's failure does, beyond its restart policy, and keeps retries away from the nodes the job failed on (docs/failures.md).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"rules": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"name",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Rules decide what a replica's failure does, first match wins: a pod that failed (a container's exit code, a termination reason such as OOMKilled), one Kubernetes disrupted (a pod condition such as DisruptionTarget), or a replica that stopped reporting progress (reason Stalled). A failure no rule matches is handled as the replica's restart policy says, a disruption is replaced, and a stall restarts the whole job where the job allows restarts, or fails it.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicyRule"),
+									},
+								},
+							},
+						},
+					},
+					"avoidFailedNodes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AvoidFailedNodes makes a failed replica's replacement, and every pod of a restarted job, avoid the nodes this job failed on (status.excludedNodes). Without it, the scheduler may place them anywhere, the failed node included.",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.AvoidFailedNodes"),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.AvoidFailedNodes", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicyRule"},
+	}
+}
+
+func schema_pkg_apis_batch_v1beta1_FailurePolicyRule(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "FailurePolicyRule matches a replica's failure and says what it does. It matches on replica types and ranks (all when left out) and on at most one of onExitCodes, onPodConditions and onReasons; a rule with none of the three matches every failure of its replicas, stalls included, but not a disruption.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name names the rule in the job's status, conditions and events.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"action": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Action is what a matching failure does: FailJob fails the job at once; RestartReplica restarts the replica, whatever its restart policy says, counting toward its limit and backoffLimit; RestartJob restarts every replica together, behind the same barrier as spec.restartScope: Job, counting one restart of the job (status.restarts) toward backoffLimit; Ignore replaces the pod and counts nothing, as a disruption.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"replicaTypes": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "ReplicaTypes limits the rule to replicas of these types (all types when left out).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"ranks": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Ranks limits the rule to replicas of these ranks (all ranks when left out).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"integer"},
+										Format: "int32",
+									},
+								},
+							},
+						},
+					},
+					"onExitCodes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "OnExitCodes matches a failed pod by its containers' exit codes, as a batch/v1 Job's podFailurePolicy does: containers that exited 0 are not looked at.",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ExitCodesRequirement"),
+						},
+					},
+					"onPodConditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "OnPodConditions matches a pod that has one of these conditions, such as DisruptionTarget (evicted, preempted, its node drained or lost) or a condition a node problem detector sets. Any pod that ended, or was deleted while the job ran, is looked at.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.PodConditionPattern"),
+									},
+								},
+							},
+						},
+					},
+					"onReasons": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "OnReasons matches a termination reason: OOMKilled (a container was killed for using more memory than its limit), Evicted (the kubelet evicted the pod), DeadlineExceeded (the pod's activeDeadlineSeconds passed), Stalled (the replica stopped reporting progress for spec.progressDeadlineSeconds).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"avoidNode": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AvoidNode says whether a failure this rule matches counts against the node the replica ran on (spec.failurePolicy.avoidFailedNodes). Without it: a disruption by the node (its kubelet, its taints, its loss) or a non-zero exit of a replica that had been running there does; a preemption, an eviction through the API, a stall and an OOMKilled (its own memory limit) do not.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name", "action"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ExitCodesRequirement", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.PodConditionPattern"},
+	}
+}
+
+func schema_pkg_apis_batch_v1beta1_FailurePolicyRuleRef(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "FailurePolicyRuleRef names the failure policy rule that decided a replica's fate.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"index": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Index of the rule in spec.failurePolicy.rules.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name of the rule.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"action": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Action the rule took.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"index", "name", "action"},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_batch_v1beta1_GangSchedulingPolicy(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1137,6 +1474,19 @@ func schema_pkg_apis_batch_v1beta1_GenericJobSpec(ref common.ReferenceCallback) 
 							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration"),
 						},
 					},
+					"failurePolicy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FailurePolicy says what a replica's failure does, by exit code, pod condition or termination reason, and keeps retries away from the nodes the job failed on (docs/failures.md). Without it, each replica's restart policy alone decides.",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy"),
+						},
+					},
+					"progressDeadlineSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ProgressDeadlineSeconds calls a running job Stalled when a replica that reported progress (status.progress) then reports nothing for this many seconds; the failure policy's rules decide what a stall does (reason Stalled), by default a restart of the whole job where the job allows restarts, otherwise its failure. A replica that never reported is never called stalled. Without it, no stall is looked for.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
 					"replicaSpecs": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -1246,7 +1596,7 @@ func schema_pkg_apis_batch_v1beta1_GenericJobSpec(ref common.ReferenceCallback) 
 			},
 		},
 		Dependencies: []string{
-			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.GenericReplicaSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ServiceOption"},
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.GenericReplicaSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ServiceOption"},
 	}
 }
 
@@ -1375,6 +1725,112 @@ func schema_pkg_apis_batch_v1beta1_JobCondition(ref common.ReferenceCallback) co
 	}
 }
 
+func schema_pkg_apis_batch_v1beta1_JobProgress(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "JobProgress is how far a job's training has come, as its replicas report it to the controller's progress endpoint (docs/failures.md, \"Progress\"). Its fields but the replicas' list are those of the slowest reporting replica (the least step, or the least percentage): a synchronous job moves at its slowest member's pace.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"progressPercentage": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ProgressPercentage is how complete the training is, 0 to 100, as reported, or step * 100 / totalSteps.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"estimatedRemainingSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "EstimatedRemainingSeconds is the reported estimate of the training time left.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"step": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Step and TotalSteps, Epoch and TotalEpochs are read from the metrics currentStep, totalSteps, currentEpoch and totalEpochs when a report has them.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"totalSteps": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"epoch": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"totalEpochs": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"metrics": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Metrics are the reported metrics, such as loss, as strings.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ProgressMetric"),
+									},
+								},
+							},
+						},
+					},
+					"lastUpdatedTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastUpdatedTime is when the report was made, as the replica said.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"replica": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Replica names the replica these fields come from.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"replicas": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"name",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Replicas are the replicas that reported, with their last report: what the stall check (spec.progressDeadlineSeconds) reads.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ReplicaProgress"),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ProgressMetric", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ReplicaProgress", metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_batch_v1beta1_JobStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1456,11 +1912,38 @@ func schema_pkg_apis_batch_v1beta1_JobStatus(ref common.ReferenceCallback) commo
 							Format:      "int32",
 						},
 					},
+					"progress": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Progress is how far the training has come, as the job's replicas report it (docs/failures.md, \"Progress\").",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobProgress"),
+						},
+					},
+					"excludedNodes": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"node",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "ExcludedNodes are the nodes the job's new pods avoid, oldest first (spec.failurePolicy.avoidFailedNodes).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ExcludedNode"),
+									},
+								},
+							},
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.Aggregate", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobCondition", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TaskStatus", metav1.Time{}.OpenAPIModelName()},
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.Aggregate", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ExcludedNode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobCondition", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobProgress", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TaskStatus", metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -1505,11 +1988,24 @@ func schema_pkg_apis_batch_v1beta1_Lifecycle(ref common.ReferenceCallback) commo
 							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration"),
 						},
 					},
+					"failurePolicy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FailurePolicy says what a replica's failure does, by exit code, pod condition or termination reason, and keeps retries away from the nodes the job failed on (docs/failures.md). Without it, each replica's restart policy alone decides.",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy"),
+						},
+					},
+					"progressDeadlineSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ProgressDeadlineSeconds calls a running job Stalled when a replica that reported progress (status.progress) then reports nothing for this many seconds; the failure policy's rules decide what a stall does (reason Stalled), by default a restart of the whole job where the job allows restarts, otherwise its failure. A replica that never reported is never called stalled. Without it, no stall is looked for.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration"},
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration"},
 	}
 }
 
@@ -1652,6 +2148,19 @@ func schema_pkg_apis_batch_v1beta1_MPIJobSpec(ref common.ReferenceCallback) comm
 							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration"),
 						},
 					},
+					"failurePolicy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FailurePolicy says what a replica's failure does, by exit code, pod condition or termination reason, and keeps retries away from the nodes the job failed on (docs/failures.md). Without it, each replica's restart policy alone decides.",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy"),
+						},
+					},
+					"progressDeadlineSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ProgressDeadlineSeconds calls a running job Stalled when a replica that reported progress (status.progress) then reports nothing for this many seconds; the failure policy's rules decide what a stall does (reason Stalled), by default a restart of the whole job where the job allows restarts, otherwise its failure. A replica that never reported is never called stalled. Without it, no stall is looked for.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
 					"worker": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Worker configures the workers, and the program mpirun starts on them.",
@@ -1712,7 +2221,7 @@ func schema_pkg_apis_batch_v1beta1_MPIJobSpec(ref common.ReferenceCallback) comm
 			},
 		},
 		Dependencies: []string{
-			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.MPIWorkerSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SSHConfig", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.WorkerCleanUpPolicy"},
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.MPIWorkerSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SSHConfig", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.WorkerCleanUpPolicy"},
 	}
 }
 
@@ -1814,6 +2323,35 @@ func schema_pkg_apis_batch_v1beta1_PauseMode(ref common.ReferenceCallback) commo
 		},
 		Dependencies: []string{
 			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ResumeSpec"},
+	}
+}
+
+func schema_pkg_apis_batch_v1beta1_PodConditionPattern(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PodConditionPattern matches a pod condition by type and status.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"type": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Type of the pod condition, such as DisruptionTarget.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Status of the condition. Defaults to True.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"type"},
+			},
+		},
 	}
 }
 
@@ -1940,6 +2478,34 @@ func schema_pkg_apis_batch_v1beta1_PodGroupSchedulingPolicy(ref common.Reference
 	}
 }
 
+func schema_pkg_apis_batch_v1beta1_ProgressMetric(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ProgressMetric is one reported metric.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"value": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+				},
+				Required: []string{"name", "value"},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_batch_v1beta1_ReplicaDebugSet(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1980,6 +2546,58 @@ func schema_pkg_apis_batch_v1beta1_ReplicaDebugSet(ref common.ReferenceCallback)
 				Required: []string{"type"},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_batch_v1beta1_ReplicaProgress(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ReplicaProgress is one replica's last progress report.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name of the replica's pod.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"uid": {
+						SchemaProps: spec.SchemaProps{
+							Description: "UID of the pod that reported: a report of an earlier pod of the replica does not count for the current one.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"step": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Step it reported, if any.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"progressPercentage": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ProgressPercentage it reported, if any.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"reportTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ReportTime is when the controller received the report.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"name", "uid", "reportTime"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -2136,12 +2754,18 @@ func schema_pkg_apis_batch_v1beta1_ReplicaTermination(ref common.ReferenceCallba
 							},
 						},
 					},
+					"rule": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Rule is the spec.failurePolicy rule that decided what this ending did, if one did.",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicyRuleRef"),
+						},
+					},
 				},
 				Required: []string{"uid"},
 			},
 		},
 		Dependencies: []string{
-			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ContainerStatus"},
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ContainerStatus", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicyRuleRef"},
 	}
 }
 
@@ -2666,6 +3290,19 @@ func schema_pkg_apis_batch_v1beta1_TensorFlowTrainingJobSpec(ref common.Referenc
 							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration"),
 						},
 					},
+					"failurePolicy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FailurePolicy says what a replica's failure does, by exit code, pod condition or termination reason, and keeps retries away from the nodes the job failed on (docs/failures.md). Without it, each replica's restart policy alone decides.",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy"),
+						},
+					},
+					"progressDeadlineSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ProgressDeadlineSeconds calls a running job Stalled when a replica that reported progress (status.progress) then reports nothing for this many seconds; the failure policy's rules decide what a stall does (reason Stalled), by default a restart of the whole job where the job allows restarts, otherwise its failure. A replica that never reported is never called stalled. Without it, no stall is looked for.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
 					"replicaSpecs": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -2717,7 +3354,7 @@ func schema_pkg_apis_batch_v1beta1_TensorFlowTrainingJobSpec(ref common.Referenc
 			},
 		},
 		Dependencies: []string{
-			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TensorBoardSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TrainingReplicaSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TrainingRunPolicy"},
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TensorBoardSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TrainingReplicaSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TrainingRunPolicy"},
 	}
 }
 
@@ -2802,6 +3439,33 @@ func schema_pkg_apis_batch_v1beta1_TensorFlowTrainingJobStatus(ref common.Refere
 							Format:      "int32",
 						},
 					},
+					"progress": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Progress is how far the training has come, as the job's replicas report it (docs/failures.md, \"Progress\").",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobProgress"),
+						},
+					},
+					"excludedNodes": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"node",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "ExcludedNodes are the nodes the job's new pods avoid, oldest first (spec.failurePolicy.avoidFailedNodes).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ExcludedNode"),
+									},
+								},
+							},
+						},
+					},
 					"tensorboard": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Tensorboard reports the TensorBoard of spec.tensorboardSpec.",
@@ -2812,7 +3476,7 @@ func schema_pkg_apis_batch_v1beta1_TensorFlowTrainingJobStatus(ref common.Refere
 			},
 		},
 		Dependencies: []string{
-			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.Aggregate", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.DependentStatus", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobCondition", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TaskStatus", metav1.Time{}.OpenAPIModelName()},
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.Aggregate", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.DependentStatus", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ExcludedNode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobCondition", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobProgress", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TaskStatus", metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -3076,6 +3740,19 @@ func schema_pkg_apis_batch_v1beta1_XGBoostTrainingJobSpec(ref common.ReferenceCa
 							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration"),
 						},
 					},
+					"failurePolicy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FailurePolicy says what a replica's failure does, by exit code, pod condition or termination reason, and keeps retries away from the nodes the job failed on (docs/failures.md). Without it, each replica's restart policy alone decides.",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy"),
+						},
+					},
+					"progressDeadlineSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ProgressDeadlineSeconds calls a running job Stalled when a replica that reported progress (status.progress) then reports nothing for this many seconds; the failure policy's rules decide what a stall does (reason Stalled), by default a restart of the whole job where the job allows restarts, otherwise its failure. A replica that never reported is never called stalled. Without it, no stall is looked for.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
 					"replicaSpecs": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -3121,7 +3798,7 @@ func schema_pkg_apis_batch_v1beta1_XGBoostTrainingJobSpec(ref common.ReferenceCa
 			},
 		},
 		Dependencies: []string{
-			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TrainingReplicaSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TrainingRunPolicy"},
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TrainingReplicaSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TrainingRunPolicy"},
 	}
 }
 

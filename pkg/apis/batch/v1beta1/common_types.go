@@ -158,7 +158,7 @@ const (
 )
 
 // JobConditionType is the type of a job condition.
-// +kubebuilder:validation:Enum=Initialized;Running;ReplicaFailure;Completed;Failed;Paused
+// +kubebuilder:validation:Enum=Initialized;Running;ReplicaFailure;Completed;Failed;Paused;Stalled
 type JobConditionType string
 
 const (
@@ -174,6 +174,9 @@ const (
 	JobConditionFailed JobConditionType = "Failed"
 	// JobConditionPaused: the job is paused and all its replicas are deleted or being deleted.
 	JobConditionPaused JobConditionType = "Paused"
+	// JobConditionStalled: a running replica that reported progress has reported nothing for
+	// spec.progressDeadlineSeconds.
+	JobConditionStalled JobConditionType = "Stalled"
 )
 
 // JobCondition is one aspect of a job's state.
@@ -326,6 +329,10 @@ type ReplicaTermination struct {
 	// Containers of the pod as they ended.
 	// +optional
 	Containers []ContainerStatus `json:"containers,omitempty"`
+
+	// Rule is the spec.failurePolicy rule that decided what this ending did, if one did.
+	// +optional
+	Rule *FailurePolicyRuleRef `json:"rule,omitempty"`
 }
 
 // TaskStatus is the state of the replicas of one type.
@@ -394,6 +401,19 @@ type JobStatus struct {
 	// bounds it then. Each replica's restartCount counts its own.
 	// +optional
 	Restarts int32 `json:"restarts,omitempty"`
+
+	// Progress is how far the training has come, as the job's replicas report it
+	// (docs/failures.md, "Progress").
+	// +optional
+	Progress *JobProgress `json:"progress,omitempty"`
+
+	// ExcludedNodes are the nodes the job's new pods avoid, oldest first
+	// (spec.failurePolicy.avoidFailedNodes).
+	// +optional
+	// +listType=map
+	// +listMapKey=node
+	// +kubebuilder:validation:MaxItems=64
+	ExcludedNodes []ExcludedNode `json:"excludedNodes,omitempty"`
 }
 
 // SSHConfig configures the SSH connection from the launcher to the workers (MPIJob,

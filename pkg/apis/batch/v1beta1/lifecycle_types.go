@@ -6,6 +6,7 @@ package v1beta1
 // placed together (scheduling, docs/gang.md). Each kind's spec has them at its top level,
 // as a batch/v1 Job has its own.
 // +kubebuilder:validation:XValidation:rule="has(self.scheduling) == has(oldSelf.scheduling)",message="spec.scheduling cannot be added or removed once the job exists: the job's PodGroup, or its pods without one, were made by it; create a new job instead"
+// +kubebuilder:validation:XValidation:rule="!has(self.failurePolicy) || !has(self.failurePolicy.rules) || has(self.progressDeadlineSeconds) || !self.failurePolicy.rules.exists(r, has(r.onReasons) && 'Stalled' in r.onReasons)",messageExpression="'spec.failurePolicy.rules ' + self.failurePolicy.rules.filter(r, has(r.onReasons) && 'Stalled' in r.onReasons).map(r, r.name).join(', ') + ': onReasons Stalled needs spec.progressDeadlineSeconds, which says how long a replica may go without reporting progress; set it, or drop Stalled from the rule'"
 type Lifecycle struct {
 	// TTLSecondsAfterFinished deletes the job, with its pods, Services and other children,
 	// this many seconds after it finished (status.completionTime), whether it succeeded or
@@ -51,6 +52,21 @@ type Lifecycle struct {
 	// schedulingPolicy.gang.minCount may change in it.
 	// +optional
 	Scheduling *SchedulingConfiguration `json:"scheduling,omitempty"`
+
+	// FailurePolicy says what a replica's failure does, by exit code, pod condition or
+	// termination reason, and keeps retries away from the nodes the job failed on
+	// (docs/failures.md). Without it, each replica's restart policy alone decides.
+	// +optional
+	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
+
+	// ProgressDeadlineSeconds calls a running job Stalled when a replica that reported
+	// progress (status.progress) then reports nothing for this many seconds; the failure
+	// policy's rules decide what a stall does (reason Stalled), by default a restart of the
+	// whole job where the job allows restarts, otherwise its failure. A replica that never
+	// reported is never called stalled. Without it, no stall is looked for.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self >= 1",message="spec.progressDeadlineSeconds must be at least 1: it is how many seconds a replica that reported progress may go without reporting before the job is called stalled"
+	ProgressDeadlineSeconds *int64 `json:"progressDeadlineSeconds,omitempty"`
 }
 
 // ControllerName is the project's controller's name in spec.managedBy.

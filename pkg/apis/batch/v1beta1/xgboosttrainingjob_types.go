@@ -13,6 +13,7 @@ import (
 // +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.aggregate.running`
 // +kubebuilder:printcolumn:name="Succeeded",type=integer,JSONPath=`.status.aggregate.succeeded`
 // +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.aggregate.failed`
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress.progressPercentage`,description="percent of the training done, as the slowest replica reports it"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Message",type=string,priority=1,JSONPath=`.status.conditions[?(@.status=="True")].message`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must consist of lower-case letters, digits and '-', start with a letter and end with a letter or digit: it begins the host name and Service name of every replica"
@@ -43,6 +44,7 @@ type XGBoostTrainingJob struct {
 // +kubebuilder:validation:XValidation:rule="(has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.enabled) && oldSelf.runMode.pause.enabled) || (has(self.runMode) && has(self.runMode.pause) && has(self.runMode.pause.enabled) && self.runMode.pause.enabled) || ((has(self.runMode) && has(self.runMode.debug)) == (has(oldSelf.runMode) && has(oldSelf.runMode.debug)) && (!(has(self.runMode) && has(self.runMode.debug)) || self.runMode.debug == oldSelf.runMode.debug))",message="spec.runMode.debug cannot change while the job runs, since its replicas were created from it: pause the job first (spec.runMode.pause.enabled: true), change it, then resume; or create a new job"
 // +kubebuilder:validation:XValidation:rule="!has(self.restartScope) || self.restartScope != 'Job' || self.replicaSpecs.exists(r, has(r.restartPolicy) && r.restartPolicy != 'Never')",message="spec.restartScope: Job restarts every replica when one is restarted, but no replica type of this job is ever restarted: give one a restartPolicy (OnFailure or ExitCode, say), or leave spec.restartScope out"
 // +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",message="spec.managedBy cannot be set, changed or removed once the job exists: it says which controller runs the job; create a new job instead"
+// +kubebuilder:validation:XValidation:rule="!has(self.failurePolicy) || !has(self.failurePolicy.rules) || self.failurePolicy.rules.all(r, !has(r.replicaTypes) || r.replicaTypes.all(t, self.replicaSpecs.exists(s, s.type == t)))",messageExpression="'spec.failurePolicy.rules ' + self.failurePolicy.rules.filter(r, has(r.replicaTypes) && r.replicaTypes.exists(t, !self.replicaSpecs.exists(s, s.type == t))).map(r, r.name).join(', ') + ': replicaTypes may only name types of spec.replicaSpecs'"
 type XGBoostTrainingJobSpec struct {
 	// Lifecycle: ttlSecondsAfterFinished, startupDeadlineSeconds, restartScope, managedBy
 	// and scheduling, as every kind has them (docs/lifecycle.md, docs/gang.md).

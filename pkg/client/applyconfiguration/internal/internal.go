@@ -2458,6 +2458,12 @@ var schemaYAML = typed.YAMLObject(`types:
         elementType:
           namedType: __untyped_deduced_
         elementRelationship: separable
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.AvoidFailedNodes
+  map:
+    fields:
+    - name: maxNodes
+      type:
+        scalar: numeric
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.BasicSchedulingPolicy
   map:
     elementType:
@@ -2494,6 +2500,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ColossalAIJobSpec
   map:
     fields:
+    - name: failurePolicy
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.FailurePolicy
     - name: launcher
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ColossalAILauncher
@@ -2501,6 +2510,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: managedBy
       type:
         scalar: string
+    - name: progressDeadlineSeconds
+      type:
+        scalar: numeric
     - name: restartScope
       type:
         scalar: string
@@ -2649,6 +2661,110 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: type
       type:
         scalar: string
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ExcludedNode
+  map:
+    fields:
+    - name: node
+      type:
+        scalar: string
+      default: ""
+    - name: reason
+      type:
+        scalar: string
+      default: ""
+    - name: replica
+      type:
+        scalar: string
+      default: ""
+    - name: time
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ExitCodesRequirement
+  map:
+    fields:
+    - name: containerName
+      type:
+        scalar: string
+    - name: operator
+      type:
+        scalar: string
+      default: ""
+    - name: values
+      type:
+        list:
+          elementType:
+            scalar: numeric
+          elementRelationship: associative
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.FailurePolicy
+  map:
+    fields:
+    - name: avoidFailedNodes
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.AvoidFailedNodes
+    - name: rules
+      type:
+        list:
+          elementType:
+            namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.FailurePolicyRule
+          elementRelationship: associative
+          keys:
+          - name
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.FailurePolicyRule
+  map:
+    fields:
+    - name: action
+      type:
+        scalar: string
+      default: ""
+    - name: avoidNode
+      type:
+        scalar: boolean
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: onExitCodes
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ExitCodesRequirement
+    - name: onPodConditions
+      type:
+        list:
+          elementType:
+            namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.PodConditionPattern
+          elementRelationship: atomic
+    - name: onReasons
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
+    - name: ranks
+      type:
+        list:
+          elementType:
+            scalar: numeric
+          elementRelationship: associative
+    - name: replicaTypes
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.FailurePolicyRuleRef
+  map:
+    fields:
+    - name: action
+      type:
+        scalar: string
+      default: ""
+    - name: index
+      type:
+        scalar: numeric
+      default: 0
+    - name: name
+      type:
+        scalar: string
+      default: ""
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.GangSchedulingPolicy
   map:
     fields:
@@ -2682,6 +2798,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: cleanUpPolicy
       type:
         scalar: string
+    - name: failurePolicy
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.FailurePolicy
     - name: failureRules
       type:
         list:
@@ -2696,6 +2815,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: managedBy
       type:
         scalar: string
+    - name: progressDeadlineSeconds
+      type:
+        scalar: numeric
     - name: replicaSpecs
       type:
         list:
@@ -2783,6 +2905,47 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.JobProgress
+  map:
+    fields:
+    - name: epoch
+      type:
+        scalar: numeric
+    - name: estimatedRemainingSeconds
+      type:
+        scalar: numeric
+    - name: lastUpdatedTime
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: metrics
+      type:
+        list:
+          elementType:
+            namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ProgressMetric
+          elementRelationship: atomic
+    - name: progressPercentage
+      type:
+        scalar: numeric
+    - name: replica
+      type:
+        scalar: string
+    - name: replicas
+      type:
+        list:
+          elementType:
+            namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ReplicaProgress
+          elementRelationship: associative
+          keys:
+          - name
+    - name: step
+      type:
+        scalar: numeric
+    - name: totalEpochs
+      type:
+        scalar: numeric
+    - name: totalSteps
+      type:
+        scalar: numeric
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.JobStatus
   map:
     fields:
@@ -2801,12 +2964,23 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+    - name: excludedNodes
+      type:
+        list:
+          elementType:
+            namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ExcludedNode
+          elementRelationship: associative
+          keys:
+          - node
     - name: observedGeneration
       type:
         scalar: numeric
     - name: phase
       type:
         scalar: string
+    - name: progress
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.JobProgress
     - name: restarts
       type:
         scalar: numeric
@@ -2843,6 +3017,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.MPIJobSpec
   map:
     fields:
+    - name: failurePolicy
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.FailurePolicy
     - name: managedBy
       type:
         scalar: string
@@ -2854,6 +3031,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: mpiHome
       type:
         scalar: string
+    - name: progressDeadlineSeconds
+      type:
+        scalar: numeric
     - name: restartScope
       type:
         scalar: string
@@ -2920,6 +3100,16 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.PodConditionPattern
+  map:
+    fields:
+    - name: status
+      type:
+        scalar: string
+    - name: type
+      type:
+        scalar: string
+      default: ""
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.PodGroupDisruptionMode
   map:
     fields:
@@ -2960,6 +3150,17 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: gang
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.GangSchedulingPolicy
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ProgressMetric
+  map:
+    fields:
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: value
+      type:
+        scalar: string
+      default: ""
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ReplicaDebugSet
   map:
     fields:
@@ -2973,6 +3174,26 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: boolean
     - name: type
+      type:
+        scalar: string
+      default: ""
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ReplicaProgress
+  map:
+    fields:
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: progressPercentage
+      type:
+        scalar: numeric
+    - name: reportTime
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: step
+      type:
+        scalar: numeric
+    - name: uid
       type:
         scalar: string
       default: ""
@@ -3037,6 +3258,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: reason
       type:
         scalar: string
+    - name: rule
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.FailurePolicyRuleRef
     - name: uid
       type:
         scalar: string
@@ -3208,9 +3432,15 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.TensorFlowTrainingJobSpec
   map:
     fields:
+    - name: failurePolicy
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.FailurePolicy
     - name: managedBy
       type:
         scalar: string
+    - name: progressDeadlineSeconds
+      type:
+        scalar: numeric
     - name: replicaSpecs
       type:
         list:
@@ -3262,12 +3492,23 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+    - name: excludedNodes
+      type:
+        list:
+          elementType:
+            namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ExcludedNode
+          elementRelationship: associative
+          keys:
+          - node
     - name: observedGeneration
       type:
         scalar: numeric
     - name: phase
       type:
         scalar: string
+    - name: progress
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.JobProgress
     - name: restarts
       type:
         scalar: numeric
@@ -3349,9 +3590,15 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.XGBoostTrainingJobSpec
   map:
     fields:
+    - name: failurePolicy
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.FailurePolicy
     - name: managedBy
       type:
         scalar: string
+    - name: progressDeadlineSeconds
+      type:
+        scalar: numeric
     - name: replicaSpecs
       type:
         list:

@@ -92,6 +92,22 @@ func (b *ColossalAIJobSpecApplyConfiguration) WithScheduling(value *SchedulingCo
 	return b
 }
 
+// WithFailurePolicy sets the FailurePolicy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the FailurePolicy field is set to the value of the last call.
+func (b *ColossalAIJobSpecApplyConfiguration) WithFailurePolicy(value *FailurePolicyApplyConfiguration) *ColossalAIJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.FailurePolicy = value
+	return b
+}
+
+// WithProgressDeadlineSeconds sets the ProgressDeadlineSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ProgressDeadlineSeconds field is set to the value of the last call.
+func (b *ColossalAIJobSpecApplyConfiguration) WithProgressDeadlineSeconds(value int64) *ColossalAIJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.ProgressDeadlineSeconds = &value
+	return b
+}
+
 // WithSSH sets the SSH field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the SSH field is set to the value of the last call.

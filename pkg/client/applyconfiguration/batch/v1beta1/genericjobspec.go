@@ -101,6 +101,22 @@ func (b *GenericJobSpecApplyConfiguration) WithScheduling(value *SchedulingConfi
 	return b
 }
 
+// WithFailurePolicy sets the FailurePolicy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the FailurePolicy field is set to the value of the last call.
+func (b *GenericJobSpecApplyConfiguration) WithFailurePolicy(value *FailurePolicyApplyConfiguration) *GenericJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.FailurePolicy = value
+	return b
+}
+
+// WithProgressDeadlineSeconds sets the ProgressDeadlineSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ProgressDeadlineSeconds field is set to the value of the last call.
+func (b *GenericJobSpecApplyConfiguration) WithProgressDeadlineSeconds(value int64) *GenericJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.ProgressDeadlineSeconds = &value
+	return b
+}
+
 // WithReplicaSpecs adds the given value to the ReplicaSpecs field in the declarative configuration
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
 // If called multiple times, values provided by each call will be appended to the ReplicaSpecs field.

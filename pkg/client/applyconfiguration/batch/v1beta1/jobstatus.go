@@ -50,6 +50,12 @@ type JobStatusApplyConfiguration struct {
 	// Restarts counts the restarts of the whole job (spec.restartScope: Job); backoffLimit
 	// bounds it then. Each replica's restartCount counts its own.
 	Restarts *int32 `json:"restarts,omitempty"`
+	// Progress is how far the training has come, as the job's replicas report it
+	// (docs/failures.md, "Progress").
+	Progress *JobProgressApplyConfiguration `json:"progress,omitempty"`
+	// ExcludedNodes are the nodes the job's new pods avoid, oldest first
+	// (spec.failurePolicy.avoidFailedNodes).
+	ExcludedNodes []ExcludedNodeApplyConfiguration `json:"excludedNodes,omitempty"`
 }
 
 // JobStatusApplyConfiguration constructs a declarative configuration of the JobStatus type for use with
@@ -129,5 +135,26 @@ func (b *JobStatusApplyConfiguration) WithCompletionTime(value v1.Time) *JobStat
 // If called multiple times, the Restarts field is set to the value of the last call.
 func (b *JobStatusApplyConfiguration) WithRestarts(value int32) *JobStatusApplyConfiguration {
 	b.Restarts = &value
+	return b
+}
+
+// WithProgress sets the Progress field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Progress field is set to the value of the last call.
+func (b *JobStatusApplyConfiguration) WithProgress(value *JobProgressApplyConfiguration) *JobStatusApplyConfiguration {
+	b.Progress = value
+	return b
+}
+
+// WithExcludedNodes adds the given value to the ExcludedNodes field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the ExcludedNodes field.
+func (b *JobStatusApplyConfiguration) WithExcludedNodes(values ...*ExcludedNodeApplyConfiguration) *JobStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithExcludedNodes")
+		}
+		b.ExcludedNodes = append(b.ExcludedNodes, *values[i])
+	}
 	return b
 }

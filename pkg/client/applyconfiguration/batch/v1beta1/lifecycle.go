@@ -63,6 +63,16 @@ type LifecycleApplyConfiguration struct {
 	// cannot be added or removed once the job exists, and only
 	// schedulingPolicy.gang.minCount may change in it.
 	Scheduling *SchedulingConfigurationApplyConfiguration `json:"scheduling,omitempty"`
+	// FailurePolicy says what a replica's failure does, by exit code, pod condition or
+	// termination reason, and keeps retries away from the nodes the job failed on
+	// (docs/failures.md). Without it, each replica's restart policy alone decides.
+	FailurePolicy *FailurePolicyApplyConfiguration `json:"failurePolicy,omitempty"`
+	// ProgressDeadlineSeconds calls a running job Stalled when a replica that reported
+	// progress (status.progress) then reports nothing for this many seconds; the failure
+	// policy's rules decide what a stall does (reason Stalled), by default a restart of the
+	// whole job where the job allows restarts, otherwise its failure. A replica that never
+	// reported is never called stalled. Without it, no stall is looked for.
+	ProgressDeadlineSeconds *int64 `json:"progressDeadlineSeconds,omitempty"`
 }
 
 // LifecycleApplyConfiguration constructs a declarative configuration of the Lifecycle type for use with
@@ -108,5 +118,21 @@ func (b *LifecycleApplyConfiguration) WithManagedBy(value string) *LifecycleAppl
 // If called multiple times, the Scheduling field is set to the value of the last call.
 func (b *LifecycleApplyConfiguration) WithScheduling(value *SchedulingConfigurationApplyConfiguration) *LifecycleApplyConfiguration {
 	b.Scheduling = value
+	return b
+}
+
+// WithFailurePolicy sets the FailurePolicy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the FailurePolicy field is set to the value of the last call.
+func (b *LifecycleApplyConfiguration) WithFailurePolicy(value *FailurePolicyApplyConfiguration) *LifecycleApplyConfiguration {
+	b.FailurePolicy = value
+	return b
+}
+
+// WithProgressDeadlineSeconds sets the ProgressDeadlineSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ProgressDeadlineSeconds field is set to the value of the last call.
+func (b *LifecycleApplyConfiguration) WithProgressDeadlineSeconds(value int64) *LifecycleApplyConfiguration {
+	b.ProgressDeadlineSeconds = &value
 	return b
 }

@@ -95,6 +95,22 @@ func (b *MPIJobSpecApplyConfiguration) WithScheduling(value *SchedulingConfigura
 	return b
 }
 
+// WithFailurePolicy sets the FailurePolicy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the FailurePolicy field is set to the value of the last call.
+func (b *MPIJobSpecApplyConfiguration) WithFailurePolicy(value *FailurePolicyApplyConfiguration) *MPIJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.FailurePolicy = value
+	return b
+}
+
+// WithProgressDeadlineSeconds sets the ProgressDeadlineSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ProgressDeadlineSeconds field is set to the value of the last call.
+func (b *MPIJobSpecApplyConfiguration) WithProgressDeadlineSeconds(value int64) *MPIJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.ProgressDeadlineSeconds = &value
+	return b
+}
+
 // WithWorker sets the Worker field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Worker field is set to the value of the last call.

@@ -46,6 +46,8 @@ type ReplicaTerminationApplyConfiguration struct {
 	Message *string `json:"message,omitempty"`
 	// Containers of the pod as they ended.
 	Containers []ContainerStatusApplyConfiguration `json:"containers,omitempty"`
+	// Rule is the spec.failurePolicy rule that decided what this ending did, if one did.
+	Rule *FailurePolicyRuleRefApplyConfiguration `json:"rule,omitempty"`
 }
 
 // ReplicaTerminationApplyConfiguration constructs a declarative configuration of the ReplicaTermination type for use with
@@ -112,5 +114,13 @@ func (b *ReplicaTerminationApplyConfiguration) WithContainers(values ...*Contain
 		}
 		b.Containers = append(b.Containers, *values[i])
 	}
+	return b
+}
+
+// WithRule sets the Rule field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Rule field is set to the value of the last call.
+func (b *ReplicaTerminationApplyConfiguration) WithRule(value *FailurePolicyRuleRefApplyConfiguration) *ReplicaTerminationApplyConfiguration {
+	b.Rule = value
 	return b
 }

@@ -113,6 +113,27 @@ func (b *TensorFlowTrainingJobStatusApplyConfiguration) WithRestarts(value int32
 	return b
 }
 
+// WithProgress sets the Progress field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Progress field is set to the value of the last call.
+func (b *TensorFlowTrainingJobStatusApplyConfiguration) WithProgress(value *JobProgressApplyConfiguration) *TensorFlowTrainingJobStatusApplyConfiguration {
+	b.JobStatusApplyConfiguration.Progress = value
+	return b
+}
+
+// WithExcludedNodes adds the given value to the ExcludedNodes field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the ExcludedNodes field.
+func (b *TensorFlowTrainingJobStatusApplyConfiguration) WithExcludedNodes(values ...*ExcludedNodeApplyConfiguration) *TensorFlowTrainingJobStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithExcludedNodes")
+		}
+		b.JobStatusApplyConfiguration.ExcludedNodes = append(b.JobStatusApplyConfiguration.ExcludedNodes, *values[i])
+	}
+	return b
+}
+
 // WithTensorboard sets the Tensorboard field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Tensorboard field is set to the value of the last call.

@@ -1,0 +1,83 @@
+package v1beta1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// JobProgress is how far a job's training has come, as its replicas report it to the
+// controller's progress endpoint (docs/failures.md, "Progress"). Its fields but the
+// replicas' list are those of the slowest reporting replica (the least step, or the least
+// percentage): a synchronous job moves at its slowest member's pace.
+type JobProgress struct {
+	// ProgressPercentage is how complete the training is, 0 to 100, as reported, or
+	// step * 100 / totalSteps.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	ProgressPercentage *int32 `json:"progressPercentage,omitempty"`
+
+	// EstimatedRemainingSeconds is the reported estimate of the training time left.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	EstimatedRemainingSeconds *int32 `json:"estimatedRemainingSeconds,omitempty"`
+
+	// Step and TotalSteps, Epoch and TotalEpochs are read from the metrics currentStep,
+	// totalSteps, currentEpoch and totalEpochs when a report has them.
+	// +optional
+	Step *int64 `json:"step,omitempty"`
+	// +optional
+	TotalSteps *int64 `json:"totalSteps,omitempty"`
+	// +optional
+	Epoch *int64 `json:"epoch,omitempty"`
+	// +optional
+	TotalEpochs *int64 `json:"totalEpochs,omitempty"`
+
+	// Metrics are the reported metrics, such as loss, as strings.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Metrics []ProgressMetric `json:"metrics,omitempty"`
+
+	// LastUpdatedTime is when the report was made, as the replica said.
+	// +optional
+	LastUpdatedTime *metav1.Time `json:"lastUpdatedTime,omitempty"`
+
+	// Replica names the replica these fields come from.
+	// +optional
+	Replica string `json:"replica,omitempty"`
+
+	// Replicas are the replicas that reported, with their last report: what the stall
+	// check (spec.progressDeadlineSeconds) reads.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=750
+	Replicas []ReplicaProgress `json:"replicas,omitempty"`
+}
+
+// ProgressMetric is one reported metric.
+type ProgressMetric struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Name string `json:"name"`
+	// +kubebuilder:validation:MaxLength=64
+	Value string `json:"value"`
+}
+
+// ReplicaProgress is one replica's last progress report.
+type ReplicaProgress struct {
+	// Name of the replica's pod.
+	Name string `json:"name"`
+	// UID of the pod that reported: a report of an earlier pod of the replica does not
+	// count for the current one.
+	UID types.UID `json:"uid"`
+	// Step it reported, if any.
+	// +optional
+	Step *int64 `json:"step,omitempty"`
+	// ProgressPercentage it reported, if any.
+	// +optional
+	ProgressPercentage *int32 `json:"progressPercentage,omitempty"`
+	// ReportTime is when the controller received the report.
+	ReportTime metav1.Time `json:"reportTime"`
+}

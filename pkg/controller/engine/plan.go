@@ -96,6 +96,12 @@ type Plan struct {
 	// KindStatus, when set, reports the kind's own status fields from the children
 	// (TensorFlow's TensorBoard); they are written with the shared status.
 	KindStatus func(Children) KindStatus
+	// FailurePolicy is the job's spec.failurePolicy (nil: none): rules that decide what a
+	// replica's failure does (rules.go), and the nodes new pods avoid (nodes.go).
+	FailurePolicy *batch.FailurePolicy
+	// ProgressDeadline calls a running job stalled when a replica that reported progress
+	// then reports nothing this long (0: never; stall.go).
+	ProgressDeadline time.Duration
 }
 
 // Children are what the controller sees of a job's children.
@@ -219,6 +225,10 @@ func (p *Plan) SetLifecycle(l *batch.Lifecycle) {
 		p.StartupDeadline = Seconds(*l.StartupDeadlineSeconds)
 	}
 	p.RestartJob = l.RestartScope == batch.RestartScopeJob
+	p.FailurePolicy = l.FailurePolicy
+	if l.ProgressDeadlineSeconds != nil && *l.ProgressDeadlineSeconds > 0 {
+		p.ProgressDeadline = Seconds(*l.ProgressDeadlineSeconds)
+	}
 }
 
 // Seconds is n seconds as a Duration; a count past what a Duration holds (some 292 years)

@@ -205,13 +205,31 @@ func (c *Controller) recordOutcome(job Job, d *Decision) {
 		c.recorder.Event(job, eventType, reason, d.Outcome.Message)
 	}
 	if d.JobRestart != "" {
-		c.recorder.Eventf(job, corev1.EventTypeWarning, "RestartingJob", "Restarting every replica together (spec.restartScope: Job): %s.", d.JobRestart)
+		c.recorder.Eventf(job, corev1.EventTypeWarning, "RestartingJob", "Restarting every replica together (%s): %s.", d.JobRestartBy, d.JobRestart)
 	}
 	for _, name := range d.Restarted {
 		if d.JobRestart == "" {
 			c.recorder.Eventf(job, corev1.EventTypeWarning, "Restarting", "Restarting replica %s%s", name, endingText(d.Status, name))
 		}
 		metrics.Restarts.WithLabelValues(c.kind).Inc()
+	}
+	for _, rd := range d.RuleDecisions {
+		eventType := corev1.EventTypeNormal
+		if rd.Rule.Action == batch.FailJob {
+			eventType = corev1.EventTypeWarning
+		}
+		c.recorder.Eventf(job, eventType, "FailurePolicyRule", "Replica %s: spec.failurePolicy.rules[%d] (%q) decides %s.", rd.Ending, rd.Rule.Index, rd.Rule.Name, rd.Rule.Action)
+		metrics.FailurePolicyDecisions.WithLabelValues(c.kind, string(rd.Rule.Action)).Inc()
+	}
+	if d.Stalled != "" {
+		c.recorder.Event(job, corev1.EventTypeWarning, "Stalled", d.Stalled)
+		metrics.Stalls.WithLabelValues(c.kind).Inc()
+	}
+	for _, e := range d.ExcludedNodes {
+		c.recorder.Eventf(job, corev1.EventTypeNormal, "NodeExcluded", "New pods avoid node %s, where %s failed (%s) (spec.failurePolicy.avoidFailedNodes).", e.Node, e.Replica, e.Reason)
+	}
+	for _, node := range d.DroppedNodes {
+		c.recorder.Eventf(job, corev1.EventTypeWarning, "ExcludedNodeDropped", "No node fits the job's waiting pods without node %s, which it avoided since a replica failed there: the exclusion is dropped and the pods made again (spec.failurePolicy.avoidFailedNodes).", node)
 	}
 	for _, name := range d.Disrupted {
 		c.recorder.Eventf(job, corev1.EventTypeWarning, "Disrupted", "Replacing replica %s, no restart counted: its pod was disrupted%s", name, disruptionEventText(d.Status, name))

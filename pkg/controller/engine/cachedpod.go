@@ -39,7 +39,7 @@ type CachedContainer struct {
 }
 
 // cachePod keeps of a pod what CachedPod holds: of its annotations only
-// batch.AnnotationRunMode, of its managedFields nothing.
+// batch.AnnotationRunMode and batch.AnnotationExcludedNodes, of its managedFields nothing.
 func cachePod(o *corev1.Pod) *CachedPod {
 	p := &CachedPod{ObjectMeta: o.ObjectMeta, NodeName: o.Spec.NodeName, Phase: o.Status.Phase,
 		Reason: o.Status.Reason, Message: o.Status.Message, Ready: podReady(o)}
@@ -50,8 +50,13 @@ func cachePod(o *corev1.Pod) *CachedPod {
 		p.Disruption = &corev1.PodCondition{Type: c.Type, Status: corev1.ConditionTrue,
 			Reason: intern(c.Reason), Message: internMessage(c.Message), LastTransitionTime: c.LastTransitionTime}
 	}
-	if mode, ok := o.Annotations[batch.AnnotationRunMode]; ok {
-		p.Annotations = map[string]string{batch.AnnotationRunMode: mode}
+	for _, key := range []string{batch.AnnotationRunMode, batch.AnnotationExcludedNodes} {
+		if v, ok := o.Annotations[key]; ok {
+			if p.Annotations == nil {
+				p.Annotations = map[string]string{}
+			}
+			p.Annotations[key] = v
+		}
 	}
 	p.Containers = make([]CachedContainer, len(o.Status.ContainerStatuses))
 	for i, cs := range o.Status.ContainerStatuses {

@@ -28,8 +28,10 @@ type Decision struct {
 	// disruption it recorded (their pods are replaced, no restart counted).
 	Restarted []string
 	Disrupted []string
-	// JobRestart, when the decision restarts (or replaces) the whole job, says why.
-	JobRestart string
+	// JobRestart, when the decision restarts (or replaces) the whole job, says why;
+	// JobRestartBy names what asked for it (spec.restartScope: Job, a rule, the progress
+	// deadline).
+	JobRestart, JobRestartBy string
 	// RequeueAfter asks for another sync after a restart backoff, at the deadline, or when an
 	// admitter asks for one (0: none).
 	RequeueAfter time.Duration
@@ -49,6 +51,13 @@ type Decision struct {
 	// DebugHint is the plan's DebugHint when this decision's status is the first to say it
 	// (in the Running condition): a DebugMode event says it once that status is written.
 	DebugHint string
+	// RuleDecisions are what failure policy rules decided (rules.go); ExcludedNodes and
+	// DroppedNodes the nodes this decision added to, or dropped from, those new pods avoid
+	// (nodes.go); Stalled, when set, names the replicas that stopped reporting progress.
+	RuleDecisions []RuleDecision
+	ExcludedNodes []batch.ExcludedNode
+	DroppedNodes  []string
+	Stalled       string
 	// Elsewhere: the decision on a job another controller runs, narrowed to the admitters'
 	// children (keepAdmittersOnly). Its status, when it has one of its own, says only why the
 	// job waits, not what the decision makes: it is written first, and at once.
@@ -97,6 +106,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	if plan.RestartJob {
 		x.totalRestarts = old.Restarts
 	}
+	x.excluded = slices.Clone(old.ExcludedNodes)
 
 	var all []*replica
 	desired := map[string]bool{}
@@ -113,6 +123,10 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	if !plan.Debug {
 		d.Waiting = x.holdBack(all)
 	}
+	d.Stalled = x.stalls(old, all)
+	if !x.finished && !x.paused {
+		x.dropUnfit(all)
+	}
 	views := Replicas{}
 	for _, r := range all {
 		views[r.group.Type] = append(views[r.group.Type], r.view)
@@ -122,6 +136,9 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	d.Status.Restarts = old.Restarts
 	if !x.finished && !x.paused && !plan.Debug {
 		d.Outcome = x.deadline(d.Status.StartTime)
+		if d.Outcome == nil {
+			d.Outcome = x.ruleOutcome
+		}
 		if d.Outcome == nil && plan.Judge != nil {
 			d.Outcome = plan.Judge(views)
 		}
@@ -130,7 +147,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 		}
 		x.finished = d.Outcome != nil
 	}
-	if plan.RestartJob && !x.finished && !x.paused {
+	if (plan.RestartJob || x.restartJobByRule || jobRestartUnderway(all)) && !x.finished && !x.paused {
 		x.restartJob(all)
 	}
 
@@ -200,6 +217,9 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 			d.DebugHint = hint
 		}
 	}
+	setStalled(d.Status, old, d.Stalled, now)
+	d.Status.Progress = old.Progress.DeepCopy()
+	d.Status.ExcludedNodes = x.excluded
 	d.Status.Aggregate = aggregate(d.Status.Tasks)
 	d.Status.CompletionTime = completionTime(old, d.Status)
 	return d, nil
@@ -225,6 +245,12 @@ type decider struct {
 	totalRestarts int32
 	// barrier: the whole job restarts and some old pod is not gone yet: no pod is created.
 	barrier bool
+	// ruleOutcome: a failure policy rule (or a stall) fails the job; restartJobByRule: one
+	// restarts the whole job, whatever spec.restartScope says.
+	ruleOutcome      *Outcome
+	restartJobByRule bool
+	// excluded are the nodes new pods avoid (nodes.go), as this decision leaves them.
+	excluded []batch.ExcludedNode
 }
 
 // startTime is when the deadline counts from: the first creation of the replicas, again

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,10 +43,14 @@ type replica struct {
 	action replicaAction
 	// cause, for withJob, says which replica's restart or replacement takes this one along;
 	// counted says whether that counts as a restart.
-	cause   string
-	counted bool
+	cause, causeBy string
+	counted        bool
 	// disrupted: this decision recorded a disruption of its pod.
 	disrupted bool
+	// rule is the failure policy rule that decided what the replica does (nil: none did);
+	// stalled says why a replica that still runs is restarted or replaced (stall.go).
+	rule    *ruleMatch
+	stalled string
 }
 
 // observe reports a replica as it is and says what it would do.
@@ -73,7 +78,11 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 			r.view.Lost = !x.finished && !x.paused
 			if r.view.Lost && prev.Phase != batch.ReplicaDeleted {
 				// Deleted by someone else (an eviction, a drain, by hand) while the job
-				// runs: a disruption. A new pod replaces it once it is gone.
+				// runs: a disruption, unless a rule says otherwise. A new pod replaces it
+				// once it is gone.
+				if x.applyRule(r, pod, true) {
+					break
+				}
 				r.view.Disruption = x.disrupt(r, pod)
 			}
 		}
@@ -96,6 +105,9 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 			r.action = finishRestart
 			break
 		}
+		if !x.finished && !x.paused && x.applyRule(r, pod, disrupted(pod)) {
+			break
+		}
 		if disrupted(pod) && !x.finished && !x.paused {
 			// Evicted, preempted, its node drained: not the program's failure.
 			r.view = Replica{Phase: batch.ReplicaDeleted, Lost: true, Disruption: disruptionText(pod)}
@@ -106,12 +118,7 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 			r.view.Final = true
 			break
 		}
-		if wait := restartBackoff(r.status.RestartCount) - x.now.Sub(x.endTime(pod)); wait > 0 {
-			x.d.RequeueAfter = minPositive(x.d.RequeueAfter, wait)
-			break
-		}
-		x.reserveRestart()
-		r.action = restartNow
+		x.restartAfterBackoff(r, pod)
 	default: // no pod
 		switch {
 		case counted:
@@ -138,6 +145,9 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 			r.view.Lost = prev.UID != "" && prev.Phase != batch.ReplicaCreating && prev.Phase != batch.ReplicaDeleted
 			r.view.Phase = batch.ReplicaCreating
 			if r.view.Lost {
+				if last := x.gone[prev.UID]; last != nil && x.applyRule(r, last, true) {
+					break
+				}
 				r.view.Disruption = x.disrupt(r, x.gone[prev.UID])
 			}
 		}
@@ -165,26 +175,30 @@ func (x *decider) carryOut(job Job, r *replica, resumed bool) {
 		r.status.RestartCount++
 		if r.pod == nil { // gone already: straight to the new pod
 			s := r.status
-			r.status.LastTermination = &batch.ReplicaTermination{UID: s.UID, Phase: s.Phase, Node: s.Node, Reason: s.Reason, Message: s.Message, Containers: s.Containers}
+			r.status.LastTermination = &batch.ReplicaTermination{UID: s.UID, Phase: s.Phase, Node: s.Node, Reason: s.Reason, Message: s.Message, Containers: s.Containers, Rule: r.rule.ref()}
 			r.status.Phase = batch.ReplicaDeleted // counted, until the new pod is made
+			x.avoidNode(r, r.status.LastTermination)
 			x.createPod(job, r, resumed)
 			return
 		}
-		r.status.LastTermination = termination(r.pod)
+		r.status.LastTermination = x.ended(r)
 		r.status.Phase = batch.ReplicaDeleted
+		x.avoidNode(r, r.status.LastTermination)
 		d.DeletePods = append(d.DeletePods, r.pod)
 	case replaceNow:
 		if x.finished {
 			return // the job ended first: the pod is reported as it ended (observe read it)
 		}
 		x.disrupt(r, r.pod)
+		x.ruleReplaced(r)
+		x.avoidNode(r, r.status.LastTermination)
 		d.DeletePods = append(d.DeletePods, r.pod)
 	case withJob:
 		if x.finished {
 			return
 		}
 		t := termination(r.pod)
-		t.Reason, t.Message = ReasonRestartedWithJob, "Deleted to restart the whole job (spec.restartScope: Job): "+r.cause+"."
+		t.Reason, t.Message = ReasonRestartedWithJob, "Deleted to restart the whole job ("+r.causeBy+"): "+r.cause+"."
 		if r.counted {
 			d.Restarted = append(d.Restarted, r.status.Name)
 			r.status.RestartCount++
@@ -220,7 +234,9 @@ func (x *decider) createPod(job Job, r *replica, resumed bool) {
 	}
 	r.status.UID, r.status.Phase = "", batch.ReplicaCreating
 	r.status.Containers, r.status.Node, r.status.Reason, r.status.Message = []batch.ContainerStatus{}, "", "", ""
-	x.d.CreatePods = append(x.d.CreatePods, newPod(job, x.plan, x.admission, *r.group, r.rank, resumed))
+	pod := newPod(job, x.plan, x.admission, *r.group, r.rank, resumed)
+	excludeNodes(pod, x.excluded)
+	x.d.CreatePods = append(x.d.CreatePods, pod)
 }
 
 // restartCounted reports whether a replica's status counts a restart of its current pod that
@@ -276,6 +292,17 @@ func (x *decider) endTime(pod *corev1.Pod) time.Time {
 	return end
 }
 
+// restartAfterBackoff restarts a replica whose pod ended once its backoff has passed, and
+// otherwise asks for a sync when it will have.
+func (x *decider) restartAfterBackoff(r *replica, pod *corev1.Pod) {
+	if wait := restartBackoff(r.status.RestartCount) - x.now.Sub(x.endTime(pod)); wait > 0 {
+		x.d.RequeueAfter = minPositive(x.d.RequeueAfter, wait)
+		return
+	}
+	x.reserveRestart()
+	r.action = restartNow
+}
+
 // mayRestart reports whether a replica whose pod ended, as its status reports it, is to be
 // restarted: the job goes on, its policy asks for it, and restarts are left.
 func (x *decider) mayRestart(g *Group, s batch.ReplicaStatus) bool {
@@ -290,7 +317,10 @@ func wantsRestart(g Group, s batch.ReplicaStatus) bool {
 	case batch.RestartOnFailure:
 		return failed
 	case batch.RestartExitCode:
-		return failed && retryableExitCodes[statusExitCode(s)]
+		// The preset rule (exitCodePreset): any container's non-zero code, as rules read it.
+		return failed && slices.ContainsFunc(s.Containers, func(c batch.ContainerStatus) bool {
+			return c.ExitCode != nil && *c.ExitCode != 0 && retryableExitCodes[*c.ExitCode]
+		})
 	default:
 		return false
 	}

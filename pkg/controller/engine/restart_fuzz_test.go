@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"slices"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
@@ -19,11 +21,9 @@ var documentedRetryable = []int32{130, 137, 138, 143}
 //   - no panic;
 //   - Never (and any policy the API does not know) restarts nothing, Always everything,
 //     OnFailure what failed;
-//   - ExitCode restarts a failed replica exactly when its exit code, the first non-zero one
-//     of its containers, is one of the documented set; never a replica that did not fail, nor
-//     one whose containers all exited 0 or never ran. Which container's code counts when two
-//     exited non-zero is the first in the status's order (the kubelet's, by container name):
-//     the code makes no other promise, and the docs none;
+//   - ExitCode restarts a failed replica exactly when one of its containers exited with a
+//     code of the documented set (as the preset rule, exitCodePreset, reads it); never a
+//     replica that did not fail, nor one whose containers all exited 0 or never ran;
 //   - ExitCode restarts nothing OnFailure would not;
 //   - no replica is restarted once it has used its limit or the job its backoffLimit;
 //   - the backoff before a restart is 0 for the first, then grows, never beyond a minute.
@@ -39,20 +39,22 @@ func FuzzRestart(f *testing.F) {
 			batch.ReplicaCreating, batch.ReplicaUnknown, batch.ReplicaDeleted, ""}
 		policy, phase := policies[int(policyIndex)%len(policies)], phases[int(phaseIndex)%len(phases)]
 		s := batch.ReplicaStatus{Phase: phase}
-		firstNonZero := int32(0)
+		retryable := false
+		pod := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed}}
 		for i, code := range []int32{code0, code1, code2} {
 			c := batch.ContainerStatus{Name: string(rune('a' + i))}
 			if present&(1<<i) != 0 {
 				c.ExitCode = ptr.To(code)
-				if firstNonZero == 0 {
-					firstNonZero = code
-				}
+				retryable = retryable || slices.Contains(documentedRetryable, code)
+				pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name,
+					State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}})
 			}
 			s.Containers = append(s.Containers, c)
 		}
-		retryable := false
-		for _, c := range documentedRetryable {
-			retryable = retryable || firstNonZero == c
+		preset := exitCodePreset("worker")
+		if failed := phase == batch.ReplicaFailed; failed && policy == batch.RestartExitCode &&
+			wantsRestart(Group{Restart: policy}, s) != ruleMatches(&preset, ending{replicaType: "worker", pod: pod}) {
+			t.Fatalf("exit codes %v (present %03b): the ExitCode policy and its preset rule disagree", []int32{code0, code1, code2}, present&7)
 		}
 
 		g := Group{Restart: policy}

@@ -20,36 +20,26 @@ import (
 // controller that stops half-way finishes the restart and counts nothing twice.
 
 // restartJob turns a replica's restart or replacement into the whole job's, and raises the
-// barrier while old pods remain.
+// barrier while old pods remain. With spec.restartScope: Job every restart and replacement
+// does; otherwise only a failure policy rule's RestartJob, or a stall's default, does, and
+// counts one restart, of the job and of the replica that caused it: the others are
+// restarted with it, counted as neither.
 func (x *decider) restartJob(all []*replica) {
-	var cause *replica
-	for _, r := range all {
-		if r.action == restartNow {
-			cause = r
-			break
-		}
-	}
-	counted := cause != nil
-	if cause == nil {
-		for _, r := range all {
-			if r.action == replaceNow || r.disrupted {
-				cause = r
-				break
-			}
-		}
-	}
+	cause := x.jobRestartCause(all)
+	counted := cause != nil && cause.action == restartNow
 	if cause != nil {
 		text := causeText(cause, counted)
 		if counted {
 			x.d.Status.Restarts++
 		}
-		x.d.JobRestart = text
+		x.d.JobRestart, x.d.JobRestartBy = text, restartBy(cause, x.plan.RestartJob)
 		for _, r := range all {
 			if r.pod == nil || r.pod.DeletionTimestamp != nil || r.status.Phase == batch.ReplicaDeleted ||
 				r.action == restartNow || r.action == replaceNow || r.action == finishRestart {
 				continue
 			}
-			r.action, r.cause, r.counted = withJob, text, counted
+			r.action, r.cause, r.counted = withJob, text, counted && x.plan.RestartJob
+			r.causeBy = x.d.JobRestartBy
 		}
 	}
 	for _, r := range all {
@@ -61,9 +51,67 @@ func (x *decider) restartJob(all []*replica) {
 	}
 }
 
+// jobRestartCause is the replica whose restart (or replacement) restarts the whole job: with
+// spec.restartScope: Job, any; otherwise one a rule (or a stall) restarts with its job.
+func (x *decider) jobRestartCause(all []*replica) *replica {
+	for _, r := range all {
+		if r.action == restartNow && (x.plan.RestartJob || wholeJob(r)) {
+			return r
+		}
+	}
+	if !x.plan.RestartJob {
+		return nil
+	}
+	for _, r := range all {
+		if r.action == replaceNow || r.disrupted {
+			return r
+		}
+	}
+	return nil
+}
+
+// wholeJob: a rule's RestartJob, or a stall without a rule, restarts the replica.
+func wholeJob(r *replica) bool {
+	if r.rule != nil {
+		return r.rule.rule.Action == batch.RestartJob
+	}
+	return r.stalled != ""
+}
+
+// restartBy names what restarts the whole job, for messages.
+func restartBy(cause *replica, scopeJob bool) string {
+	switch {
+	case cause.rule != nil:
+		return cause.rule.text()
+	case cause.stalled != "":
+		return "spec.progressDeadlineSeconds"
+	case scopeJob:
+		return "spec.restartScope: Job"
+	}
+	return ""
+}
+
+// jobRestartUnderway: a whole job's restart, started by an earlier decision of a job whose
+// restartScope is Replica, still has old pods to see gone: no new pod is made before.
+func jobRestartUnderway(all []*replica) bool {
+	for _, r := range all {
+		t := r.status.LastTermination
+		if r.pod == nil || r.status.Phase != batch.ReplicaDeleted || t == nil || t.UID != r.status.UID {
+			continue
+		}
+		if t.Reason == ReasonRestartedWithJob || t.Reason == string(batch.ReasonStalled) || t.Rule != nil && t.Rule.Action == batch.RestartJob {
+			return true
+		}
+	}
+	return false
+}
+
 // causeText says which replica restarts the job, and why: "worker-1 failed with exit code 1".
 func causeText(r *replica, counted bool) string {
 	name := r.status.Name
+	if r.stalled != "" {
+		return name + " " + r.stalled
+	}
 	if !counted {
 		return fmt.Sprintf("%s was disrupted (%s)", name, r.view.Disruption)
 	}

@@ -57,12 +57,22 @@ var (
 	}, []string{"kind"})
 
 	// Disruptions counts replicas whose pods were disrupted (evicted, preempted, deleted by
-	// others) and replaced without a restart; TTLDeletions the finished jobs deleted for
-	// their ttlSecondsAfterFinished.
+	// others) and replaced without a restart.
 	Disruptions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "t9k_job_replica_disruptions_total",
 		Help: "Replicas replaced because their pods were disrupted, not failed, by kind of job.",
 	}, []string{"kind"})
+	// FailurePolicyDecisions counts what spec.failurePolicy rules decided, by action.
+	FailurePolicyDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "t9k_job_failure_policy_decisions_total",
+		Help: "Replica endings a spec.failurePolicy rule decided, by the rule's action (FailJob, RestartReplica, RestartJob, Ignore).",
+	}, []string{"kind", "action"})
+	// Stalls counts the decisions that found a running job's replicas stalled.
+	Stalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "t9k_job_stalls_total",
+		Help: "Times a running job was found stalled: a replica that reported progress reported nothing for spec.progressDeadlineSeconds.",
+	}, []string{"kind"})
+	// TTLDeletions counts the finished jobs deleted for their ttlSecondsAfterFinished.
 	TTLDeletions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "t9k_job_ttl_deletions_total",
 		Help: "Finished jobs deleted once their ttlSecondsAfterFinished passed, by kind of job.",
@@ -91,7 +101,7 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(PhaseTransitions, SyncDuration, ChildrenCreated, ChildrenUpdated, ChildrenDeleted, Restarts, Disruptions, TTLDeletions, QueueEvictions, APIRequests, BuildInfo,
+	Registry.MustRegister(PhaseTransitions, SyncDuration, ChildrenCreated, ChildrenUpdated, ChildrenDeleted, Restarts, Disruptions, FailurePolicyDecisions, Stalls, TTLDeletions, QueueEvictions, APIRequests, BuildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	build := version.Get()
 	BuildInfo.WithLabelValues(build.Version, build.Revision, build.GoVersion).Set(1)

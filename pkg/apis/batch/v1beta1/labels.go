@@ -15,6 +15,10 @@ const (
 	// what the pods run, not what the spec asks for now.
 	AnnotationRunMode = GroupName + "/run-mode"
 	RunModeDebug      = "debug"
+	// AnnotationExcludedNodes lists, comma-separated, the nodes a pod was made to avoid
+	// (spec.failurePolicy.avoidFailedNodes): the controller reads it when no node fits the
+	// pod, to drop the oldest exclusion.
+	AnnotationExcludedNodes = GroupName + "/excluded-nodes"
 
 	// T9kSchedulerName is the schedulerName of pods placed by T9k Scheduler.
 	T9kSchedulerName = "t9k-scheduler"

@@ -1,0 +1,275 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+// Failure policy rules (spec.failurePolicy.rules; docs/failures.md). A replica's ending is
+// matched against the rules in order, the first match decides: fail the job now, restart the
+// replica whatever its restart policy says, restart the whole job, or replace the pod
+// counting nothing. What no rule matches is handled as before: the restart policy decides a
+// failure, a disruption is replaced, a stall restarts the job where it may.
+
+// ending is one ending of a replica's pod, as the rules look at it.
+type ending struct {
+	replicaType string
+	rank        int32
+	// pod is the pod as it ended, or as it was last seen when it is gone; nil for a stall.
+	pod *corev1.Pod
+	// disrupted: Kubernetes disrupted the pod (DisruptionTarget), or it was deleted while it
+	// ran; stalled: it stopped reporting progress.
+	disrupted, stalled bool
+}
+
+// ruleMatch is a rule that matched, with its index.
+type ruleMatch struct {
+	index int
+	rule  *batch.FailurePolicyRule
+}
+
+// ref names the rule in status.
+func (m *ruleMatch) ref() *batch.FailurePolicyRuleRef {
+	if m == nil {
+		return nil
+	}
+	return &batch.FailurePolicyRuleRef{Index: int32(m.index), Name: m.rule.Name, Action: m.rule.Action}
+}
+
+// text names the rule in messages: `spec.failurePolicy.rules[0] ("bad-input")`.
+func (m *ruleMatch) text() string {
+	return fmt.Sprintf("spec.failurePolicy.rules[%d] (%q)", m.index, m.rule.Name)
+}
+
+// matchRule returns the first rule of the policy that matches the ending, or nil.
+func matchRule(policy *batch.FailurePolicy, e ending) *ruleMatch {
+	if policy == nil {
+		return nil
+	}
+	for i := range policy.Rules {
+		if r := &policy.Rules[i]; ruleMatches(r, e) {
+			return &ruleMatch{index: i, rule: r}
+		}
+	}
+	return nil
+}
+
+func ruleMatches(r *batch.FailurePolicyRule, e ending) bool {
+	if len(r.ReplicaTypes) > 0 && !slices.Contains(r.ReplicaTypes, e.replicaType) {
+		return false
+	}
+	if len(r.Ranks) > 0 && !slices.Contains(r.Ranks, e.rank) {
+		return false
+	}
+	switch {
+	case r.OnExitCodes != nil:
+		return !e.disrupted && !e.stalled && exitCodesMatch(r.OnExitCodes, e.pod)
+	case len(r.OnPodConditions) > 0:
+		return !e.stalled && conditionsMatch(r.OnPodConditions, e.pod)
+	case len(r.OnReasons) > 0:
+		return slices.ContainsFunc(r.OnReasons, func(reason batch.FailureReason) bool { return hasReason(e, reason) })
+	default:
+		// No matcher: every failure of the replicas, a stall included, not a disruption.
+		return e.stalled || !e.disrupted && e.pod != nil && e.pod.Status.Phase == corev1.PodFailed
+	}
+}
+
+// exitCodesMatch: a container that ended with a non-zero exit code (of the named container,
+// when the requirement names one) is In, or NotIn, the values.
+func exitCodesMatch(req *batch.ExitCodesRequirement, pod *corev1.Pod) bool {
+	if pod == nil || pod.Status.Phase != corev1.PodFailed {
+		return false
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		t := cs.State.Terminated
+		if t == nil || t.ExitCode == 0 || req.ContainerName != nil && *req.ContainerName != cs.Name {
+			continue
+		}
+		if slices.Contains(req.Values, t.ExitCode) == (req.Operator == batch.ExitCodesIn) {
+			return true
+		}
+	}
+	return false
+}
+
+// conditionsMatch: the pod has one of the conditions, with its status.
+func conditionsMatch(patterns []batch.PodConditionPattern, pod *corev1.Pod) bool {
+	if pod == nil {
+		return false
+	}
+	for _, p := range patterns {
+		status := p.Status
+		if status == "" {
+			status = corev1.ConditionTrue
+		}
+		for _, c := range pod.Status.Conditions {
+			if c.Type == p.Type && c.Status == status {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasReason: the ending is of the reason. OOMKilled is a container's; Evicted and
+// DeadlineExceeded the pod's own reason (an eviction by the kubelet is also a disruption).
+func hasReason(e ending, reason batch.FailureReason) bool {
+	if reason == batch.ReasonStalled || e.stalled {
+		return reason == batch.ReasonStalled && e.stalled
+	}
+	if e.pod == nil {
+		return false
+	}
+	if reason == batch.ReasonOOMKilled {
+		return slices.ContainsFunc(e.pod.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool {
+			return cs.State.Terminated != nil && cs.State.Terminated.Reason == string(batch.ReasonOOMKilled)
+		})
+	}
+	return e.pod.Status.Reason == string(reason)
+}
+
+// ReasonFailurePolicy is the reason of a job a rule failed (action FailJob).
+const ReasonFailurePolicy = "FailurePolicy"
+
+// applyRule looks for the rule that decides a replica's ended (or lost) pod and does what it
+// says; false when no rule matches and the replica is handled as without rules. disrupted:
+// Kubernetes disrupted the pod, or it went while it ran.
+func (x *decider) applyRule(r *replica, pod *corev1.Pod, disrupted bool) bool {
+	if !disrupted && pod.Status.Phase != corev1.PodFailed {
+		return false // a success is the restart policy's alone
+	}
+	m := matchRule(x.plan.FailurePolicy, ending{replicaType: r.group.Type, rank: r.rank, pod: pod, disrupted: disrupted})
+	if m == nil {
+		return false
+	}
+	x.act(r, m, pod)
+	return true
+}
+
+// act carries out a rule's action on a replica (pod: how it ended, nil for a stall).
+func (x *decider) act(r *replica, m *ruleMatch, pod *corev1.Pod) {
+	r.rule = m
+	switch m.rule.Action {
+	case batch.FailJob:
+		r.view.Final = true
+		x.failJob(r, m.text()+" fails the job on it", pod)
+	case batch.Ignore:
+		r.view = Replica{Phase: batch.ReplicaDeleted, Lost: true, Disruption: "ignored by " + m.text()}
+		r.action = replaceNow
+	case batch.RestartReplica, batch.RestartJob:
+		whole := m.rule.Action == batch.RestartJob
+		if !x.restartLeft(r, whole) {
+			r.view.Final = true
+			return
+		}
+		x.restartJobByRule = x.restartJobByRule || whole
+		if pod == nil || !PodEnded(pod) {
+			x.reserveRestart()
+			r.action = restartNow // a stall, or a pod that is going: no backoff to wait
+			return
+		}
+		x.restartAfterBackoff(r, pod)
+	}
+	x.d.RuleDecisions = append(x.d.RuleDecisions, RuleDecision{Replica: r.status.Name, Rule: *m.ref(), Ending: endingOf(r, pod)})
+}
+
+// restartLeft: a restart of the replica (or, whole, of the job) is within its limits. A
+// rule's restart of the replica counts toward the replica's limit and backoffLimit; of the
+// job, toward backoffLimit only.
+func (x *decider) restartLeft(r *replica, whole bool) bool {
+	if whole {
+		return x.plan.BackoffLimit == nil || x.totalRestarts < *x.plan.BackoffLimit
+	}
+	return restartsLeft(*r.group, x.plan, r.status.RestartCount, x.totalRestarts)
+}
+
+// failJob fails the job on a replica, the first time a decision finds a reason to.
+func (x *decider) failJob(r *replica, why string, pod *corev1.Pod) {
+	if x.ruleOutcome != nil {
+		return
+	}
+	reason := ReasonFailurePolicy
+	if r.rule == nil {
+		reason = string(batch.ReasonStalled)
+	}
+	x.ruleOutcome = &Outcome{Reason: reason, Message: fmt.Sprintf("Replica %s, and %s.", endingOf(r, pod), why)}
+	if pod != nil && (r.status.LastTermination == nil || r.status.LastTermination.UID != pod.UID) {
+		t := termination(pod)
+		t.Rule = r.rule.ref()
+		r.status.LastTermination = t
+	}
+}
+
+// endingOf says how a replica ended, for messages: "worker-1 failed with exit code 42".
+func endingOf(r *replica, pod *corev1.Pod) string {
+	switch {
+	case r.stalled != "":
+		return r.status.Name + " " + r.stalled
+	case pod == nil:
+		return r.status.Name + " went"
+	case disrupted(pod):
+		return fmt.Sprintf("%s was disrupted (%s)", r.status.Name, disruptionText(pod))
+	case pod.DeletionTimestamp != nil && !PodEnded(pod):
+		return r.status.Name + " was deleted"
+	}
+	text := r.status.Name + " " + strings.ToLower(string(replicaPhase(pod))) + ExitText(exitCode(pod))
+	if hasReason(ending{pod: pod}, batch.ReasonOOMKilled) {
+		text += " (OOMKilled)"
+	} else if pod.Status.Reason != "" {
+		text += " (" + pod.Status.Reason + ")"
+	}
+	return text
+}
+
+// ended is how a restarted replica's pod ended, for its lastTermination: with the rule that
+// restarted it, and for a stall the stall.
+func (x *decider) ended(r *replica) *batch.ReplicaTermination {
+	t := termination(r.pod)
+	t.Rule = r.rule.ref()
+	if r.stalled != "" {
+		t.Reason, t.Message = string(batch.ReasonStalled), r.status.Name+" "+r.stalled+"."
+	}
+	return t
+}
+
+// ruleReplaced completes the record of a pod replaced by a rule's Ignore: its
+// lastTermination names the rule, and a failure that was not a disruption says so.
+func (x *decider) ruleReplaced(r *replica) {
+	t := r.status.LastTermination
+	if r.rule == nil || t == nil {
+		return
+	}
+	t.Rule = r.rule.ref()
+	if r.stalled != "" {
+		t.Reason, t.Message = string(batch.ReasonStalled), r.status.Name+" "+r.stalled+"."
+	} else if r.pod != nil && !disrupted(r.pod) {
+		t.Reason, t.Message = ReasonFailurePolicy, "Replaced, counting nothing, as "+r.rule.text()+" says."
+	}
+}
+
+// RuleDecision is a failure policy rule's decision on a replica, for events and metrics.
+type RuleDecision struct {
+	Replica string
+	Rule    batch.FailurePolicyRuleRef
+	// Ending says how the replica ended: "worker-1 failed with exit code 42".
+	Ending string
+}
+
+// exitCodePreset is the rule the ExitCode restart policy is (docs/failures.md): a replica of
+// the type that fails with 130 (SIGINT), 137 (SIGKILL), 138 or 143 (SIGTERM) in any
+// container is restarted, other failures are not. wantsRestart carries it out; a fuzz test
+// holds the two the same.
+func exitCodePreset(replicaType string) batch.FailurePolicyRule {
+	codes := make([]int32, 0, len(retryableExitCodes))
+	for c := range retryableExitCodes {
+		codes = append(codes, c)
+	}
+	slices.Sort(codes)
+	return batch.FailurePolicyRule{Name: "exit-code", Action: batch.RestartReplica, ReplicaTypes: []string{replicaType},
+		OnExitCodes: &batch.ExitCodesRequirement{Operator: batch.ExitCodesIn, Values: codes}}
+}

@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+// Stalls (spec.progressDeadlineSeconds; docs/failures.md, "Stalls"). A running replica whose
+// current pod reported progress (status.progress.replicas, by pod UID) and has reported
+// nothing since for the deadline is stalled: the job's Stalled condition names it, a Warning
+// says it, and the failure policy's rules decide (reason Stalled). Without a rule, the whole
+// job restarts where the stalled replica's restart policy and limits allow a restart, and
+// fails otherwise. A replica that never reported is never called stalled, nor is one whose
+// pod is new since its last report (a restart starts the count again).
+
+// ReasonProgressDeadlineExceeded is the reason of the Stalled condition while it is True.
+const ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+
+// stalls finds the stalled replicas of a running job, has the rules (or the default) decide
+// what each does, and returns the Stalled condition's message ("" when none is stalled).
+func (x *decider) stalls(old *batch.JobStatus, all []*replica) string {
+	deadline := x.plan.ProgressDeadline
+	if deadline <= 0 || old.Progress == nil || x.finished || x.paused || x.plan.Debug || old.Phase != batch.JobRunning {
+		return ""
+	}
+	reports := make(map[string]batch.ReplicaProgress, len(old.Progress.Replicas))
+	for _, p := range old.Progress.Replicas {
+		reports[p.Name] = p
+	}
+	var stalled []*replica
+	for _, r := range all {
+		p, ok := reports[r.status.Name]
+		if !ok || r.pod == nil || r.pod.UID != p.UID || PodEnded(r.pod) || r.pod.DeletionTimestamp != nil || r.action != noAction {
+			continue
+		}
+		silent := x.now.Sub(p.ReportTime.Time)
+		if silent < deadline {
+			x.d.RequeueAfter = minPositive(x.d.RequeueAfter, deadline-silent)
+			continue
+		}
+		r.stalled = fmt.Sprintf("reported no progress for %s (spec.progressDeadlineSeconds: %d)", silent.Round(time.Second), int64(deadline/time.Second))
+		stalled = append(stalled, r)
+	}
+	if len(stalled) == 0 {
+		return ""
+	}
+	names := make([]string, len(stalled))
+	for i, r := range stalled {
+		names[i] = r.status.Name
+		if m := matchRule(x.plan.FailurePolicy, ending{replicaType: r.group.Type, rank: r.rank, stalled: true}); m != nil {
+			x.act(r, m, nil)
+			continue
+		}
+		x.stallByDefault(r)
+	}
+	last := ""
+	if s := stalled[0].status.Name; reports[s].Step != nil {
+		last = fmt.Sprintf(", the last step %s reported was %d", s, *reports[s].Step)
+	}
+	return fmt.Sprintf("%s reported no progress for %d s or more (spec.progressDeadlineSeconds)%s.",
+		Listed(names, 10), int64(deadline/time.Second), last)
+}
+
+// stallByDefault: without a rule, a stall restarts the whole job where the replica may be
+// restarted (its restart policy restarts a failure, and limits are left), else fails it.
+func (x *decider) stallByDefault(r *replica) {
+	if r.group.Restart != batch.RestartNever && r.group.Restart != "" && x.restartLeft(r, true) &&
+		(r.group.Limit == nil || r.status.RestartCount < *r.group.Limit) {
+		x.restartJobByRule = true
+		x.reserveRestart()
+		r.action = restartNow
+		return
+	}
+	why := "the job fails: its restart policy (" + strings.ToLower(string(r.group.Restart)) + ") or its limits allow no restart"
+	if r.group.Restart == "" {
+		why = "the job fails: its restart policy allows no restart"
+	}
+	x.failJob(r, why, nil)
+}
+
+// setStalled sets the Stalled condition: True while replicas are stalled; False once they no
+// longer are (they reported again, or were restarted), for a job that was stalled.
+func setStalled(s, old *batch.JobStatus, stalled string, now time.Time) {
+	switch {
+	case stalled != "":
+		setCondition(&s.Conditions, batch.JobConditionStalled, true, ReasonProgressDeadlineExceeded, stalled, now)
+	case old.ConditionTrue(batch.JobConditionStalled):
+		setCondition(&s.Conditions, batch.JobConditionStalled, false, "Progressing", "No replica that reports progress is silent for spec.progressDeadlineSeconds.", now)
+	}
+}

@@ -171,9 +171,9 @@ func (x *decider) act(r *replica, m *ruleMatch, pod *corev1.Pod) {
 		if pod == nil || !PodEnded(pod) {
 			x.reserveRestart()
 			r.action = restartNow // a stall, or a pod that is going: no backoff to wait
-			return
+		} else if x.restartAfterBackoff(r, pod); r.action != restartNow {
+			return // told when the backoff has passed and the restart happens
 		}
-		x.restartAfterBackoff(r, pod)
 	}
 	x.d.RuleDecisions = append(x.d.RuleDecisions, RuleDecision{Replica: r.status.Name, Rule: *m.ref(), Ending: endingOf(r, pod)})
 }

@@ -1,7 +1,11 @@
 package engine
 
 import (
+	"maps"
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -15,7 +19,7 @@ import (
 func (c *Controller) watchJobs() {
 	_, _ = c.adapter.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.addJob,
-		UpdateFunc: func(_, cur any) { c.addJob(cur) }, // resyncs too: the safety net
+		UpdateFunc: c.updateJob, // resyncs too: the safety net
 		DeleteFunc: c.deleteJob,
 	})
 }
@@ -30,6 +34,35 @@ func (c *Controller) addJob(obj any) {
 		c.statusWait(key, job) // clears the wait once the write shows
 	}
 	c.queue.Add(key)
+}
+
+// updateJob syncs a changed job, unless only its progress changed: a replica's report
+// decides nothing at once (a stall is found by the clock: Decide asks for a sync at the
+// deadline), and every reporting job would otherwise be synced at every coalesced write.
+func (c *Controller) updateJob(old, cur any) {
+	if o, ok := old.(Job); ok {
+		if j, ok := cur.(Job); ok && onlyProgressChanged(o, j) {
+			if _, waiting := c.written.Load(jobKey(j)); !waiting {
+				return // (a sync that waits for its own write to show is let through)
+			}
+		}
+	}
+	c.addJob(cur)
+}
+
+func jobKey(j Job) string { return j.GetNamespace() + "/" + j.GetName() }
+
+// onlyProgressChanged: the jobs differ in status.progress and in nothing a sync reads
+// (spec: generation; the labels and annotations admitters read; deletion; the rest of status).
+func onlyProgressChanged(old, cur Job) bool {
+	os, cs := *old.JobStatus(), *cur.JobStatus()
+	if equality.Semantic.DeepEqual(os.Progress, cs.Progress) {
+		return false
+	}
+	os.Progress, cs.Progress = nil, nil
+	return old.GetGeneration() == cur.GetGeneration() && old.GetDeletionTimestamp().Equal(cur.GetDeletionTimestamp()) &&
+		maps.Equal(old.GetLabels(), cur.GetLabels()) && maps.Equal(old.GetAnnotations(), cur.GetAnnotations()) &&
+		slices.Equal(old.GetFinalizers(), cur.GetFinalizers()) && equality.Semantic.DeepEqual(os, cs)
 }
 
 func (c *Controller) deleteJob(obj any) {

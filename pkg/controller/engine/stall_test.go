@@ -103,3 +103,25 @@ func TestNoStall(t *testing.T) {
 		t.Errorf("a replica that succeeded: stalled %q", d.Stalled)
 	}
 }
+
+// A report changes only status.progress: the job is not synced for it.
+func TestProgressAloneDoesNotSyncTheJob(t *testing.T) {
+	s := newStallTest(t, testJob(running("0")))
+	old := testJob(running("0"))
+	old.ResourceVersion = "1"
+	cur := old.DeepCopy()
+	cur.ResourceVersion = "2"
+	cur.Status.Progress = &batch.JobProgress{Replicas: []batch.ReplicaProgress{{Name: "job-worker-0", UID: "w0", ReportTime: metav1.NewTime(now)}}}
+	s.c.updateJob(old, cur)
+	if n := s.c.queue.Len(); n != 0 {
+		t.Fatalf("a progress report queued the job (%d queued)", n)
+	}
+	changed := cur.DeepCopy()
+	changed.ResourceVersion = "3"
+	changed.Status.Phase = batch.JobFailed
+	changed.Status.Progress.Replicas[0].ReportTime = metav1.NewTime(now.Add(time.Second))
+	s.c.updateJob(cur, changed)
+	if n := s.c.queue.Len(); n != 1 {
+		t.Fatalf("a change beside the progress: %d queued, want the job", n)
+	}
+}

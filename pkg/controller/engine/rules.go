@@ -165,6 +165,10 @@ func (x *decider) act(r *replica, m *ruleMatch, pod *corev1.Pod) {
 		whole := m.rule.Action == batch.RestartJob
 		if !x.restartLeft(r, whole) {
 			r.view.Final = true
+			if r.stalled != "" {
+				// A stalled replica that may not restart would hold its job for ever.
+				x.failJob(r, m.text()+" would restart it, but no restart is left", nil)
+			}
 			return
 		}
 		x.restartJobByRule = x.restartJobByRule || whole

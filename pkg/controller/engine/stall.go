@@ -87,7 +87,8 @@ func setStalled(s, old *batch.JobStatus, stalled string, now time.Time) {
 	switch {
 	case stalled != "":
 		setCondition(&s.Conditions, batch.JobConditionStalled, true, ReasonProgressDeadlineExceeded, stalled, now)
-	case old.ConditionTrue(batch.JobConditionStalled):
-		setCondition(&s.Conditions, batch.JobConditionStalled, false, "Progressing", "No replica that reports progress is silent for spec.progressDeadlineSeconds.", now)
+	case old.ConditionTrue(batch.JobConditionStalled) && !s.Finished():
+		// A job that ended on its stall keeps saying so.
+		setCondition(&s.Conditions, batch.JobConditionStalled, false, "Progressing", "No replica that reported progress has been silent for spec.progressDeadlineSeconds since.", now)
 	}
 }

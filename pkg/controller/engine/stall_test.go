@@ -125,3 +125,19 @@ func TestProgressAloneDoesNotSyncTheJob(t *testing.T) {
 		t.Fatalf("a change beside the progress: %d queued, want the job", n)
 	}
 }
+
+// A stalled replica whose rule would restart it, with no restart left, fails the job rather
+// than holding it; the job that ended on its stall keeps the Stalled condition.
+func TestStallWithNoRestartLeft(t *testing.T) {
+	plan := stallPlan(batch.RestartOnFailure)
+	plan.BackoffLimit = ptr.To[int32](0)
+	plan.FailurePolicy = &batch.FailurePolicy{Rules: []batch.FailurePolicyRule{{Name: "hung", Action: batch.RestartJob, OnReasons: []batch.FailureReason{batch.ReasonStalled}}}}
+	d := mustDecide(t, testJob(reported(map[string]time.Duration{"job-worker-1": 2 * time.Minute}, nil)), plan, runningPods(), nil, now)
+	if d.Outcome == nil || d.Outcome.Succeeded || !strings.Contains(d.Outcome.Message, "no restart is left") {
+		t.Fatalf("outcome %+v: want the job failed, no restart left", d.Outcome)
+	}
+	after := mustDecide(t, testJob(*d.Status), plan, runningPods(), nil, now)
+	if c := after.Status.Condition(batch.JobConditionStalled); c.Status != corev1.ConditionTrue {
+		t.Errorf("the failed job's Stalled condition %+v: want it kept", c)
+	}
+}

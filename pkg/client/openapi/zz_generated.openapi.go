@@ -1805,14 +1805,11 @@ func schema_pkg_apis_batch_v1beta1_JobProgress(ref common.ReferenceCallback) com
 					"replicas": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
-								"x-kubernetes-list-map-keys": []interface{}{
-									"name",
-								},
-								"x-kubernetes-list-type": "map",
+								"x-kubernetes-list-type": "atomic",
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "Replicas are the replicas that reported, with their last report: what the stall check (spec.progressDeadlineSeconds) reads.",
+							Description: "Replicas are the replicas that reported, with their last report: what the stall check (spec.progressDeadlineSeconds) reads. Atomic: it is written whole, and a list of 750 keyed entries would cost as much again in managedFields.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

@@ -48,10 +48,10 @@ type JobProgress struct {
 	Replica string `json:"replica,omitempty"`
 
 	// Replicas are the replicas that reported, with their last report: what the stall
-	// check (spec.progressDeadlineSeconds) reads.
+	// check (spec.progressDeadlineSeconds) reads. Atomic: it is written whole, and a list
+	// of 750 keyed entries would cost as much again in managedFields.
 	// +optional
-	// +listType=map
-	// +listMapKey=name
+	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=750
 	Replicas []ReplicaProgress `json:"replicas,omitempty"`
 }

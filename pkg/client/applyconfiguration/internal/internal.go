@@ -2934,9 +2934,7 @@ var schemaYAML = typed.YAMLObject(`types:
         list:
           elementType:
             namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ReplicaProgress
-          elementRelationship: associative
-          keys:
-          - name
+          elementRelationship: atomic
     - name: step
       type:
         scalar: numeric

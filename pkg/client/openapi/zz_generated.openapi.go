@@ -1046,7 +1046,7 @@ func schema_pkg_apis_batch_v1beta1_ExcludedNode(ref common.ReferenceCallback) co
 					},
 					"reason": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Reason is how it failed: an exit code, a disruption's reason, or a rule's name.",
+							Description: "Reason is how it failed: an exit code, or a disruption's reason.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
@@ -1281,7 +1281,7 @@ func schema_pkg_apis_batch_v1beta1_FailurePolicyRuleRef(ref common.ReferenceCall
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "FailurePolicyRuleRef names the failure policy rule that decided a replica's fate.",
+				Description: "FailurePolicyRuleRef names the failure policy rule that decided a replica's fate: its index and action (its name is in the spec, and in the event that said it; a job may have 750 replicas, each with its own).",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"index": {
@@ -1290,14 +1290,6 @@ func schema_pkg_apis_batch_v1beta1_FailurePolicyRuleRef(ref common.ReferenceCall
 							Default:     0,
 							Type:        []string{"integer"},
 							Format:      "int32",
-						},
-					},
-					"name": {
-						SchemaProps: spec.SchemaProps{
-							Description: "Name of the rule.",
-							Default:     "",
-							Type:        []string{"string"},
-							Format:      "",
 						},
 					},
 					"action": {
@@ -1309,7 +1301,7 @@ func schema_pkg_apis_batch_v1beta1_FailurePolicyRuleRef(ref common.ReferenceCall
 						},
 					},
 				},
-				Required: []string{"index", "name", "action"},
+				Required: []string{"index", "action"},
 			},
 		},
 	}
@@ -1809,7 +1801,7 @@ func schema_pkg_apis_batch_v1beta1_JobProgress(ref common.ReferenceCallback) com
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "Replicas are the replicas that reported, with their last report: what the stall check (spec.progressDeadlineSeconds) reads. Atomic: it is written whole, and a list of 750 keyed entries would cost as much again in managedFields.",
+							Description: "Replicas are the pods that reported, with their last report: what the stall check (spec.progressDeadlineSeconds) reads. Atomic: it is written whole, and a list of 750 keyed entries would cost as much again in managedFields.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -2550,35 +2542,20 @@ func schema_pkg_apis_batch_v1beta1_ReplicaProgress(ref common.ReferenceCallback)
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "ReplicaProgress is one replica's last progress report.",
+				Description: "ReplicaProgress is one replica's last progress report, by the pod that made it: a report of an earlier pod of the replica does not count for the current one. It holds no more than the stall check and the slowest replica need, since a job may have 750 of them.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
-					"name": {
-						SchemaProps: spec.SchemaProps{
-							Description: "Name of the replica's pod.",
-							Default:     "",
-							Type:        []string{"string"},
-							Format:      "",
-						},
-					},
 					"uid": {
 						SchemaProps: spec.SchemaProps{
-							Description: "UID of the pod that reported: a report of an earlier pod of the replica does not count for the current one.",
+							Description: "UID of the pod that reported.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
-						},
-					},
-					"step": {
-						SchemaProps: spec.SchemaProps{
-							Description: "Step it reported, if any.",
-							Type:        []string{"integer"},
-							Format:      "int64",
 						},
 					},
 					"progressPercentage": {
 						SchemaProps: spec.SchemaProps{
-							Description: "ProgressPercentage it reported, if any.",
+							Description: "ProgressPercentage it reported, or computed from its step, if any.",
 							Type:        []string{"integer"},
 							Format:      "int32",
 						},
@@ -2590,7 +2567,7 @@ func schema_pkg_apis_batch_v1beta1_ReplicaProgress(ref common.ReferenceCallback)
 						},
 					},
 				},
-				Required: []string{"name", "uid", "reportTime"},
+				Required: []string{"uid", "reportTime"},
 			},
 		},
 		Dependencies: []string{

@@ -218,7 +218,7 @@ func (c *Controller) recordOutcome(job Job, d *Decision) {
 		if rd.Rule.Action == batch.FailJob {
 			eventType = corev1.EventTypeWarning
 		}
-		c.recorder.Eventf(job, eventType, "FailurePolicyRule", "Replica %s: spec.failurePolicy.rules[%d] (%q) decides %s.", rd.Ending, rd.Rule.Index, rd.Rule.Name, rd.Rule.Action)
+		c.recorder.Eventf(job, eventType, "FailurePolicyRule", "Replica %s: spec.failurePolicy.rules[%d] (%q) decides %s.", rd.Ending, rd.Rule.Index, rd.RuleName, rd.Rule.Action)
 		metrics.FailurePolicyDecisions.WithLabelValues(c.kind, string(rd.Rule.Action)).Inc()
 	}
 	if d.Stalled != "" {

@@ -54,11 +54,8 @@ func (x *decider) avoidNode(r *replica, t *batch.ReplicaTermination) {
 	if code := terminationExitCode(t); !t.Disrupted && code != 0 {
 		reason = "exit code " + itoa(code)
 	}
-	if r.rule != nil {
-		reason += ", rule " + r.rule.rule.Name
-	}
 	x.excluded = slices.DeleteFunc(x.excluded, func(e batch.ExcludedNode) bool { return e.Node == t.Node })
-	e := batch.ExcludedNode{Node: t.Node, Replica: r.status.Name, Reason: strings.TrimPrefix(reason, ", "), Time: metav1.NewTime(x.now)}
+	e := batch.ExcludedNode{Node: t.Node, Replica: r.status.Name, Reason: reason, Time: metav1.NewTime(x.now)}
 	x.excluded = append(x.excluded, e)
 	x.d.ExcludedNodes = append(x.d.ExcludedNodes, e)
 	if most := maxExcluded(policy); len(x.excluded) > most {

@@ -38,7 +38,7 @@ func (m *ruleMatch) ref() *batch.FailurePolicyRuleRef {
 	if m == nil {
 		return nil
 	}
-	return &batch.FailurePolicyRuleRef{Index: int32(m.index), Name: m.rule.Name, Action: m.rule.Action}
+	return &batch.FailurePolicyRuleRef{Index: int32(m.index), Action: m.rule.Action}
 }
 
 // text names the rule in messages: `spec.failurePolicy.rules[0] ("bad-input")`.
@@ -179,7 +179,7 @@ func (x *decider) act(r *replica, m *ruleMatch, pod *corev1.Pod) {
 			return // told when the backoff has passed and the restart happens
 		}
 	}
-	x.d.RuleDecisions = append(x.d.RuleDecisions, RuleDecision{Replica: r.status.Name, Rule: *m.ref(), Ending: endingOf(r, pod)})
+	x.d.RuleDecisions = append(x.d.RuleDecisions, RuleDecision{Replica: r.status.Name, Rule: *m.ref(), RuleName: m.rule.Name, Ending: endingOf(r, pod)})
 }
 
 // restartLeft: a restart of the replica (or, whole, of the job) is within its limits. A
@@ -258,8 +258,9 @@ func (x *decider) ruleReplaced(r *replica) {
 
 // RuleDecision is a failure policy rule's decision on a replica, for events and metrics.
 type RuleDecision struct {
-	Replica string
-	Rule    batch.FailurePolicyRuleRef
+	Replica  string
+	Rule     batch.FailurePolicyRuleRef
+	RuleName string
 	// Ending says how the replica ended: "worker-1 failed with exit code 42".
 	Ending string
 }

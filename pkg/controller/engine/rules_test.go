@@ -43,8 +43,8 @@ func TestFailJobRuleFailsAtOnce(t *testing.T) {
 		t.Errorf("restarted %v, created %v: want nothing restarted though the policy is OnFailure", d.Restarted, names(d.CreatePods))
 	}
 	r := replicaOf(d.Status, "job-worker-1")
-	if r.LastTermination == nil || r.LastTermination.Rule == nil || *r.LastTermination.Rule != (batch.FailurePolicyRuleRef{Index: 1, Name: "bad-input", Action: batch.FailJob}) {
-		t.Errorf("worker-1's last termination %+v: want it to name rule 1, bad-input, FailJob", r.LastTermination)
+	if r.LastTermination == nil || r.LastTermination.Rule == nil || *r.LastTermination.Rule != (batch.FailurePolicyRuleRef{Index: 1, Action: batch.FailJob}) {
+		t.Errorf("worker-1's last termination %+v: want it to name rule 1, FailJob", r.LastTermination)
 	}
 	if len(d.RuleDecisions) != 1 || d.RuleDecisions[0].Rule.Action != batch.FailJob {
 		t.Errorf("rule decisions %+v: want one FailJob", d.RuleDecisions)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
 
@@ -26,14 +28,17 @@ func (x *decider) stalls(old *batch.JobStatus, all []*replica) string {
 	if deadline <= 0 || old.Progress == nil || x.finished || x.paused || x.plan.Debug || old.Phase != batch.JobRunning {
 		return ""
 	}
-	reports := make(map[string]batch.ReplicaProgress, len(old.Progress.Replicas))
+	reports := make(map[types.UID]batch.ReplicaProgress, len(old.Progress.Replicas))
 	for _, p := range old.Progress.Replicas {
-		reports[p.Name] = p
+		reports[p.UID] = p
 	}
 	var stalled []*replica
 	for _, r := range all {
-		p, ok := reports[r.status.Name]
-		if !ok || r.pod == nil || r.pod.UID != p.UID || PodEnded(r.pod) || r.pod.DeletionTimestamp != nil || r.action != noAction {
+		if r.pod == nil || PodEnded(r.pod) || r.pod.DeletionTimestamp != nil || r.action != noAction {
+			continue
+		}
+		p, ok := reports[r.pod.UID]
+		if !ok {
 			continue
 		}
 		silent := x.now.Sub(p.ReportTime.Time)
@@ -57,8 +62,8 @@ func (x *decider) stalls(old *batch.JobStatus, all []*replica) string {
 		x.stallByDefault(r)
 	}
 	last := ""
-	if s := stalled[0].status.Name; reports[s].Step != nil {
-		last = fmt.Sprintf(", the last step %s reported was %d", s, *reports[s].Step)
+	if first := stalled[0]; reports[first.pod.UID].ProgressPercentage != nil {
+		last = fmt.Sprintf("; %s last reported %d%%", first.status.Name, *reports[first.pod.UID].ProgressPercentage)
 	}
 	return fmt.Sprintf("%s reported no progress for %d s or more (spec.progressDeadlineSeconds)%s.",
 		Listed(names, 10), int64(deadline/time.Second), last)

@@ -25,7 +25,7 @@ func reported(ago map[string]time.Duration, uids map[string]types.UID) batch.Job
 		if uid == "" {
 			uid = types.UID("w" + strings.TrimPrefix(name, "job-worker-"))
 		}
-		s.Progress.Replicas = append(s.Progress.Replicas, batch.ReplicaProgress{Name: name, UID: uid, Step: ptr.To[int64](450), ReportTime: metav1.NewTime(now.Add(-d))})
+		s.Progress.Replicas = append(s.Progress.Replicas, batch.ReplicaProgress{UID: uid, ProgressPercentage: ptr.To[int32](45), ReportTime: metav1.NewTime(now.Add(-d))})
 	}
 	return s
 }
@@ -40,7 +40,7 @@ func runningPods() Children {
 
 func TestStalledJobRestartsWhole(t *testing.T) {
 	d := mustDecide(t, testJob(reported(map[string]time.Duration{"job-worker-0": 10 * time.Second, "job-worker-1": 2 * time.Minute}, nil)), stallPlan(batch.RestartOnFailure), runningPods(), nil, now)
-	if d.Stalled == "" || !strings.Contains(d.Stalled, "job-worker-1") || strings.Contains(d.Stalled, "job-worker-0") || !strings.Contains(d.Stalled, "step job-worker-1 reported was 450") {
+	if d.Stalled == "" || !strings.Contains(d.Stalled, "job-worker-1") || strings.Contains(d.Stalled, "job-worker-0") || !strings.Contains(d.Stalled, "job-worker-1 last reported 45%") {
 		t.Fatalf("stalled %q: want worker-1 named, with its last step", d.Stalled)
 	}
 	if c := d.Status.Condition(batch.JobConditionStalled); c.Status != corev1.ConditionTrue || c.Reason != ReasonProgressDeadlineExceeded {
@@ -111,7 +111,7 @@ func TestProgressAloneDoesNotSyncTheJob(t *testing.T) {
 	old.ResourceVersion = "1"
 	cur := old.DeepCopy()
 	cur.ResourceVersion = "2"
-	cur.Status.Progress = &batch.JobProgress{Replicas: []batch.ReplicaProgress{{Name: "job-worker-0", UID: "w0", ReportTime: metav1.NewTime(now)}}}
+	cur.Status.Progress = &batch.JobProgress{Replicas: []batch.ReplicaProgress{{UID: "w0", ReportTime: metav1.NewTime(now)}}}
 	s.c.updateJob(old, cur)
 	if n := s.c.queue.Len(); n != 0 {
 		t.Fatalf("a progress report queued the job (%d queued)", n)

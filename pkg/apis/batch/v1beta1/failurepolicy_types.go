@@ -178,18 +178,18 @@ type ExcludedNode struct {
 	Node string `json:"node"`
 	// Replica is the replica that failed there.
 	Replica string `json:"replica"`
-	// Reason is how it failed: an exit code, a disruption's reason, or a rule's name.
+	// Reason is how it failed: an exit code, or a disruption's reason.
 	Reason string `json:"reason"`
 	// Time is when the failure was seen.
 	Time metav1.Time `json:"time"`
 }
 
-// FailurePolicyRuleRef names the failure policy rule that decided a replica's fate.
+// FailurePolicyRuleRef names the failure policy rule that decided a replica's fate: its
+// index and action (its name is in the spec, and in the event that said it; a job may have
+// 750 replicas, each with its own).
 type FailurePolicyRuleRef struct {
 	// Index of the rule in spec.failurePolicy.rules.
 	Index int32 `json:"index"`
-	// Name of the rule.
-	Name string `json:"name"`
 	// Action the rule took.
 	Action FailurePolicyAction `json:"action"`
 }

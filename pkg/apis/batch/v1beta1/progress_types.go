@@ -47,9 +47,9 @@ type JobProgress struct {
 	// +optional
 	Replica string `json:"replica,omitempty"`
 
-	// Replicas are the replicas that reported, with their last report: what the stall
-	// check (spec.progressDeadlineSeconds) reads. Atomic: it is written whole, and a list
-	// of 750 keyed entries would cost as much again in managedFields.
+	// Replicas are the pods that reported, with their last report: what the stall check
+	// (spec.progressDeadlineSeconds) reads. Atomic: it is written whole, and a list of 750
+	// keyed entries would cost as much again in managedFields.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=750
@@ -65,17 +65,13 @@ type ProgressMetric struct {
 	Value string `json:"value"`
 }
 
-// ReplicaProgress is one replica's last progress report.
+// ReplicaProgress is one replica's last progress report, by the pod that made it: a report
+// of an earlier pod of the replica does not count for the current one. It holds no more than
+// the stall check and the slowest replica need, since a job may have 750 of them.
 type ReplicaProgress struct {
-	// Name of the replica's pod.
-	Name string `json:"name"`
-	// UID of the pod that reported: a report of an earlier pod of the replica does not
-	// count for the current one.
+	// UID of the pod that reported.
 	UID types.UID `json:"uid"`
-	// Step it reported, if any.
-	// +optional
-	Step *int64 `json:"step,omitempty"`
-	// ProgressPercentage it reported, if any.
+	// ProgressPercentage it reported, or computed from its step, if any.
 	// +optional
 	ProgressPercentage *int32 `json:"progressPercentage,omitempty"`
 	// ReportTime is when the controller received the report.

@@ -2761,10 +2761,6 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
       default: 0
-    - name: name
-      type:
-        scalar: string
-      default: ""
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.GangSchedulingPolicy
   map:
     fields:
@@ -3178,19 +3174,12 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ReplicaProgress
   map:
     fields:
-    - name: name
-      type:
-        scalar: string
-      default: ""
     - name: progressPercentage
       type:
         scalar: numeric
     - name: reportTime
       type:
         namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
-    - name: step
-      type:
-        scalar: numeric
     - name: uid
       type:
         scalar: string

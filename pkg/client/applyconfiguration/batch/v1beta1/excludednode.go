@@ -31,7 +31,7 @@ type ExcludedNodeApplyConfiguration struct {
 	Node *string `json:"node,omitempty"`
 	// Replica is the replica that failed there.
 	Replica *string `json:"replica,omitempty"`
-	// Reason is how it failed: an exit code, a disruption's reason, or a rule's name.
+	// Reason is how it failed: an exit code, or a disruption's reason.
 	Reason *string `json:"reason,omitempty"`
 	// Time is when the failure was seen.
 	Time *v1.Time `json:"time,omitempty"`

@@ -25,12 +25,12 @@ import (
 // FailurePolicyRuleRefApplyConfiguration represents a declarative configuration of the FailurePolicyRuleRef type for use
 // with apply.
 //
-// FailurePolicyRuleRef names the failure policy rule that decided a replica's fate.
+// FailurePolicyRuleRef names the failure policy rule that decided a replica's fate: its
+// index and action (its name is in the spec, and in the event that said it; a job may have
+// 750 replicas, each with its own).
 type FailurePolicyRuleRefApplyConfiguration struct {
 	// Index of the rule in spec.failurePolicy.rules.
 	Index *int32 `json:"index,omitempty"`
-	// Name of the rule.
-	Name *string `json:"name,omitempty"`
 	// Action the rule took.
 	Action *batchv1beta1.FailurePolicyAction `json:"action,omitempty"`
 }
@@ -46,14 +46,6 @@ func FailurePolicyRuleRef() *FailurePolicyRuleRefApplyConfiguration {
 // If called multiple times, the Index field is set to the value of the last call.
 func (b *FailurePolicyRuleRefApplyConfiguration) WithIndex(value int32) *FailurePolicyRuleRefApplyConfiguration {
 	b.Index = &value
-	return b
-}
-
-// WithName sets the Name field in the declarative configuration to the given value
-// and returns the receiver, so that objects can be built by chaining "With" function invocations.
-// If called multiple times, the Name field is set to the value of the last call.
-func (b *FailurePolicyRuleRefApplyConfiguration) WithName(value string) *FailurePolicyRuleRefApplyConfiguration {
-	b.Name = &value
 	return b
 }
 

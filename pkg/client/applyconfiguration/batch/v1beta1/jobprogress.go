@@ -47,9 +47,9 @@ type JobProgressApplyConfiguration struct {
 	LastUpdatedTime *v1.Time `json:"lastUpdatedTime,omitempty"`
 	// Replica names the replica these fields come from.
 	Replica *string `json:"replica,omitempty"`
-	// Replicas are the replicas that reported, with their last report: what the stall
-	// check (spec.progressDeadlineSeconds) reads. Atomic: it is written whole, and a list
-	// of 750 keyed entries would cost as much again in managedFields.
+	// Replicas are the pods that reported, with their last report: what the stall check
+	// (spec.progressDeadlineSeconds) reads. Atomic: it is written whole, and a list of 750
+	// keyed entries would cost as much again in managedFields.
 	Replicas []ReplicaProgressApplyConfiguration `json:"replicas,omitempty"`
 }
 

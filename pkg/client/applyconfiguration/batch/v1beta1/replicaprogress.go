@@ -26,16 +26,13 @@ import (
 // ReplicaProgressApplyConfiguration represents a declarative configuration of the ReplicaProgress type for use
 // with apply.
 //
-// ReplicaProgress is one replica's last progress report.
+// ReplicaProgress is one replica's last progress report, by the pod that made it: a report
+// of an earlier pod of the replica does not count for the current one. It holds no more than
+// the stall check and the slowest replica need, since a job may have 750 of them.
 type ReplicaProgressApplyConfiguration struct {
-	// Name of the replica's pod.
-	Name *string `json:"name,omitempty"`
-	// UID of the pod that reported: a report of an earlier pod of the replica does not
-	// count for the current one.
+	// UID of the pod that reported.
 	UID *types.UID `json:"uid,omitempty"`
-	// Step it reported, if any.
-	Step *int64 `json:"step,omitempty"`
-	// ProgressPercentage it reported, if any.
+	// ProgressPercentage it reported, or computed from its step, if any.
 	ProgressPercentage *int32 `json:"progressPercentage,omitempty"`
 	// ReportTime is when the controller received the report.
 	ReportTime *v1.Time `json:"reportTime,omitempty"`
@@ -47,27 +44,11 @@ func ReplicaProgress() *ReplicaProgressApplyConfiguration {
 	return &ReplicaProgressApplyConfiguration{}
 }
 
-// WithName sets the Name field in the declarative configuration to the given value
-// and returns the receiver, so that objects can be built by chaining "With" function invocations.
-// If called multiple times, the Name field is set to the value of the last call.
-func (b *ReplicaProgressApplyConfiguration) WithName(value string) *ReplicaProgressApplyConfiguration {
-	b.Name = &value
-	return b
-}
-
 // WithUID sets the UID field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the UID field is set to the value of the last call.
 func (b *ReplicaProgressApplyConfiguration) WithUID(value types.UID) *ReplicaProgressApplyConfiguration {
 	b.UID = &value
-	return b
-}
-
-// WithStep sets the Step field in the declarative configuration to the given value
-// and returns the receiver, so that objects can be built by chaining "With" function invocations.
-// If called multiple times, the Step field is set to the value of the last call.
-func (b *ReplicaProgressApplyConfiguration) WithStep(value int64) *ReplicaProgressApplyConfiguration {
-	b.Step = &value
 	return b
 }
 

@@ -1,0 +1,104 @@
+package progress
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
+	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
+)
+
+// FieldManager names the controller in the managedFields of the status it writes, as the
+// engine's writes do.
+const FieldManager = "t9k-job-controller"
+
+// Job is a job of any kind, as the endpoint reads it.
+type Job interface {
+	metav1.Object
+	JobStatus() *batch.JobStatus
+}
+
+// Kind is one job kind: its jobs read from the informer cache the engine shares, and its
+// status patched.
+type Kind struct {
+	Resource string
+	Synced   cache.InformerSynced
+	Get      func(namespace, name string) (Job, error)
+	// Patch sends a JSON merge patch of the job's status subresource.
+	Patch func(ctx context.Context, namespace, name string, patch []byte) error
+}
+
+// Kinds are the five kinds, read through f (the jobs' informer factory) and written with
+// client.
+func Kinds(client versioned.Interface, f jobinformers.SharedInformerFactory) []Kind {
+	b, c := f.Batch().V1beta1(), client.BatchV1beta1()
+	return []Kind{
+		kind("genericjobs", b.GenericJobs().Informer(), b.GenericJobs().Lister().GenericJobs, c.GenericJobs),
+		kind("mpijobs", b.MPIJobs().Informer(), b.MPIJobs().Lister().MPIJobs, c.MPIJobs),
+		kind("colossalaijobs", b.ColossalAIJobs().Informer(), b.ColossalAIJobs().Lister().ColossalAIJobs, c.ColossalAIJobs),
+		kind("tensorflowtrainingjobs", b.TensorFlowTrainingJobs().Informer(), b.TensorFlowTrainingJobs().Lister().TensorFlowTrainingJobs, c.TensorFlowTrainingJobs),
+		kind("xgboosttrainingjobs", b.XGBoostTrainingJobs().Informer(), b.XGBoostTrainingJobs().Lister().XGBoostTrainingJobs, c.XGBoostTrainingJobs),
+	}
+}
+
+func kind[T Job, L interface{ Get(name string) (T, error) }, C interface {
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
+}](resource string, informer cache.SharedIndexInformer, lister func(namespace string) L, client func(namespace string) C) Kind {
+	return Kind{
+		Resource: resource,
+		Synced:   informer.HasSynced,
+		Get:      func(ns, name string) (Job, error) { return lister(ns).Get(name) },
+		Patch: func(ctx context.Context, ns, name string, patch []byte) error {
+			_, err := client(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+			return err
+		},
+	}
+}
+
+// Pods finds the pods of jobs in an informer's cache of any type whose objects have metadata
+// (the engine's cache keeps pods trimmed).
+type Pods struct {
+	Synced cache.InformerSynced
+	// Get finds a pod by namespace and name.
+	Get func(namespace, name string) (metav1.Object, bool)
+	// OfJob are the pods a job controls, by the job's UID.
+	OfJob func(jobUID types.UID) []metav1.Object
+}
+
+// PodsOf reads pods from informer's cache, whose index byJob indexes them by their job's UID.
+func PodsOf(informer cache.SharedIndexInformer, byJob string) Pods {
+	indexer := informer.GetIndexer()
+	return Pods{
+		Synced: informer.HasSynced,
+		Get: func(ns, name string) (metav1.Object, bool) {
+			obj, ok, err := indexer.GetByKey(ns + "/" + name)
+			if err != nil || !ok {
+				return nil, false
+			}
+			m, isMeta := obj.(metav1.Object)
+			return m, isMeta
+		},
+		OfJob: func(jobUID types.UID) []metav1.Object {
+			objs, _ := indexer.ByIndex(byJob, string(jobUID))
+			pods := make([]metav1.Object, 0, len(objs))
+			for _, o := range objs {
+				if m, ok := o.(metav1.Object); ok && controllerUID(m) == jobUID {
+					pods = append(pods, m)
+				}
+			}
+			return pods
+		},
+	}
+}
+
+// controllerUID is the UID of the object's controller (its owner reference that controls it).
+func controllerUID(o metav1.Object) types.UID {
+	if ref := metav1.GetControllerOfNoCopy(o); ref != nil {
+		return ref.UID
+	}
+	return ""
+}

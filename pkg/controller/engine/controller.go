@@ -85,6 +85,8 @@ type childCache struct {
 type Options struct {
 	// Admitters decide when jobs' pods may be made (admission.go), asked in this order.
 	Admitters []Admitter
+	// Progress is the progress endpoint every pod is told of (progress.go); nil: none.
+	Progress *ProgressEndpoint
 }
 
 // New builds the controller of one kind. children are the informer factories of the
@@ -249,6 +251,7 @@ func (c *Controller) decideAndApply(ctx context.Context, key string, job Job) (t
 	if err != nil {
 		return 0, c.failJob(ctx, key, job, children, "InvalidSpec", err)
 	}
+	c.planProgress(job, plan)
 	verdicts, err := c.admit(job, plan, children)
 	var invalid *InvalidSpecError
 	switch {

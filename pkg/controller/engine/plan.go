@@ -102,6 +102,9 @@ type Plan struct {
 	// ProgressDeadline calls a running job stalled when a replica that reported progress
 	// then reports nothing this long (0: never; stall.go).
 	ProgressDeadline time.Duration
+	// Progress, when the controller serves the progress endpoint, is where the job's pods
+	// report (progress.go); the engine sets it, not the adapter.
+	Progress *ProgressPlan
 }
 
 // Children are what the controller sees of a job's children.

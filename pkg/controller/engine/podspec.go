@@ -82,6 +82,7 @@ func newPod(job Job, plan *Plan, admission *Verdict, g Group, rank int32, resume
 	case resumed && g.Resume != nil:
 		applyRunSetting(pod, g.MainContainer, g.Resume.SkipInitContainer, g.Resume.Command, g.Resume.Args, false)
 	}
+	injectProgress(pod, plan.Progress)
 	return pod
 }
 

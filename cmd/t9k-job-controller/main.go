@@ -68,6 +68,7 @@ type options struct {
 	bindAddress    string
 	profiling      bool
 	scheduler      string
+	progress       progressOptions
 }
 
 // The values of --scheduler: what spec.scheduler.t9kScheduler asks for.
@@ -104,6 +105,7 @@ func main() {
 	fs.StringVar(&o.memoryLimit, "memory-limit", os.Getenv(memoryLimitEnv),
 		"the container's memory limit (e.g. 512Mi; $"+memoryLimitEnv+" by default): the Go runtime's soft limit is set to 90% of it, unless GOMEMLIMIT is set")
 	printVersion := fs.Bool("version", false, "print the controller's version, source revision and Go version, and exit")
+	o.progress.addFlags(fs)
 	features.Gates.AddFlag(fs)
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
@@ -143,6 +145,19 @@ func run(ctx context.Context, o options) error {
 	// The Lease is renewed with a client of its own, outside the fence: its renewals are what
 	// keeps the fence open.
 	election, err := kubernetes.NewForConfig(protobuf(config))
+	if err != nil {
+		return err
+	}
+	// The progress endpoint's clients are outside the fence too: it serves on every replica
+	// (docs/progress.md, "Every replica serves").
+	if err := o.progress.check(); err != nil {
+		return err
+	}
+	progressKube, err := kubernetes.NewForConfig(protobuf(config))
+	if err != nil {
+		return err
+	}
+	progressJobs, err := versioned.NewForConfig(rest.CopyConfig(config))
 	if err != nil {
 		return err
 	}
@@ -186,6 +201,16 @@ func run(ctx context.Context, o options) error {
 	if err := checkCRDs(kube.Discovery(), kinds); err != nil {
 		return err
 	}
+	// The children, of every kind the engine's table lists: only the project's, and of each
+	// only what the engine reads (engine.TrimChild): memory.
+	children := engine.Informers{Kube: informers.NewSharedInformerFactoryWithOptions(watchKube, 0,
+		informers.WithNamespace(o.namespace),
+		informers.WithTweakListOptions(onlyChildren),
+		informers.WithTransform(engine.TrimChild))}
+	endpoint, err := startProgress(ctx, o, progressKube, progressJobs, jobFactory, children)
+	if err != nil {
+		return err
+	}
 	kueueClient, err := kueueClientIfServed(kube, config, o, logger)
 	if err != nil {
 		return err
@@ -216,7 +241,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	runControllers := func(ctx context.Context) {
-		runAll(ctx, o, engine.Clients{Kube: kube}, watchKube, kueueClient, gangServed, jobFactory, kinds, events, &ready)
+		runAll(ctx, o, engine.Clients{Kube: kube}, children, endpoint, kueueClient, gangServed, jobFactory, kinds, events, &ready)
 	}
 	if !o.leaderElect {
 		runControllers(ctx)
@@ -260,21 +285,20 @@ func adapters(jobs versioned.Interface, f jobinformers.SharedInformerFactory) []
 	}
 }
 
+// onlyChildren lists only the project's children: objects labelled with their job's name.
+func onlyChildren(opts *metav1.ListOptions) { opts.LabelSelector = batch.LabelJobName }
+
 // runAll starts the informers, the admitters and the controller of every kind, and returns
-// once ctx ends and in-flight syncs are done. The children's informers watch through
-// watchKube, on a connection of its own. kueueClient is nil when Kueue's API is not served;
-// gangServed is nil when PodGroups are not, and otherwise says which of their fields are.
-func runAll(ctx context.Context, o options, clients engine.Clients, watchKube kubernetes.Interface, kueueClient kueueclient.Interface, gangServed *gang.Features, jobFactory jobinformers.SharedInformerFactory,
+// once ctx ends and in-flight syncs are done. The children's informers (children) watch on a
+// connection of their own; the progress endpoint may have started some of them, and those of
+// the jobs, already. progress is what pods are told of it (nil: nothing). kueueClient is nil
+// when Kueue's API is not served; gangServed is nil when PodGroups are not, and otherwise
+// says which of their fields are.
+func runAll(ctx context.Context, o options, clients engine.Clients, children engine.Informers, progress *engine.ProgressEndpoint,
+	kueueClient kueueclient.Interface, gangServed *gang.Features, jobFactory jobinformers.SharedInformerFactory,
 	kinds []engine.Adapter, events kubernetes.Interface, ready *atomic.Int32) {
 	ready.Store(syncing)
-	// The children, of every kind the engine's table lists: only the project's, and of each
-	// only what the engine reads (engine.TrimChild): memory.
-	onlyChildren := func(opts *metav1.ListOptions) { opts.LabelSelector = batch.LabelJobName }
-	kubeFactory := informers.NewSharedInformerFactoryWithOptions(watchKube, 0,
-		informers.WithNamespace(o.namespace),
-		informers.WithTweakListOptions(onlyChildren),
-		informers.WithTransform(engine.TrimChild))
-	children := engine.Informers{Kube: kubeFactory}
+	kubeFactory := children.Kube
 	factories := []interface {
 		Start(<-chan struct{})
 		WaitForCacheSync(<-chan struct{}) map[reflect.Type]bool
@@ -303,7 +327,7 @@ func runAll(ctx context.Context, o options, clients engine.Clients, watchKube ku
 	if gangServed != nil {
 		gangs.Client, gangs.Informers, gangs.Features = clients.Kube, kubeFactory, *gangServed
 	}
-	options := engine.Options{Admitters: []engine.Admitter{kueue.New(queues), gang.New(gangs)}}
+	options := engine.Options{Admitters: []engine.Admitter{kueue.New(queues), gang.New(gangs)}, Progress: progress}
 
 	controllers := make([]*engine.Controller, 0, len(kinds))
 	for _, a := range kinds {

@@ -188,7 +188,7 @@ var Cases = append([]Case{
 	}, tooManyReplicas},
 	{"XGBoostTrainingJob with the most replicas", "xgboost-example.yaml", func(o map[string]any) { set(o, MaxReplicas-1, "spec", "replicaSpecs", 1, "replicas") }, ""},
 	{"XGBoostTrainingJob with one replica too many", "xgboost-example.yaml", func(o map[string]any) { set(o, MaxReplicas, "spec", "replicaSpecs", 1, "replicas") }, tooManyReplicas},
-}, append(lifecycleCases(), schedulingCases()...)...)
+}, append(append(lifecycleCases(), schedulingCases()...), failurePolicyCases()...)...)
 
 // lifecycleCases are the rules of the lifecycle controls every kind shares
 // (docs/lifecycle.md): no negative TTL, a start deadline of at least a second, and a whole-job
@@ -222,6 +222,95 @@ func lifecycleCases() []Case {
 			set(o, "Never", "spec", "replicaSpecs", 0, "restartPolicy")
 		}, "no replica type of this job is ever restarted"},
 		Case{"xgboost: whole-job restart with OnFailure", "xgboost-example.yaml", func(o map[string]any) { set(o, "Job", "spec", "restartScope") }, ""},
+	)
+}
+
+// failurePolicyCases are the rules of spec.failurePolicy, which every kind has
+// (docs/failures.md): each refusal names the rule (by its name, or by its index where the
+// schema checks one rule alone) and says what to change; the nearest accepted object beside
+// each. A rule's replica types are those of the job; the launcher kinds take FailJob only.
+func failurePolicyCases() []Case {
+	const example = "generic-example.yaml"
+	policy := func(rules ...map[string]any) func(map[string]any) {
+		return func(o map[string]any) {
+			list := make([]any, len(rules))
+			for i, r := range rules {
+				list[i] = r
+			}
+			set(o, map[string]any{"rules": list}, "spec", "failurePolicy")
+		}
+	}
+	rule := func(name, action string, fields ...any) map[string]any {
+		r := map[string]any{"name": name, "action": action}
+		for i := 0; i+1 < len(fields); i += 2 {
+			r[fields[i].(string)] = fields[i+1]
+		}
+		return r
+	}
+	exitCodes := func(op string, codes ...any) map[string]any {
+		return map[string]any{"operator": op, "values": codes}
+	}
+	both := func(edits ...func(map[string]any)) func(map[string]any) {
+		return func(o map[string]any) {
+			for _, e := range edits {
+				e(o)
+			}
+		}
+	}
+	deadline := func(o map[string]any) { set(o, 600, "spec", "progressDeadlineSeconds") }
+	oom := []any{"OOMKilled"}
+	var cases []Case
+	const launcherTypes, specTypes = "replicaTypes must be launcher or worker", "replicaTypes may only name types of spec.replicaSpecs"
+	for _, k := range []struct{ example, replicaType, unknownType string }{
+		{"generic-example.yaml", "worker", specTypes}, {"mpi-example.yaml", "worker", launcherTypes}, {"colossalai-example.yaml", "worker", launcherTypes},
+		{"tensorflow-example.yaml", "worker", specTypes}, {"xgboost-example.yaml", "master", specTypes},
+	} {
+		kind := strings.TrimSuffix(k.example, "-example.yaml")
+		cases = append(cases,
+			Case{kind + ": a FailJob rule", k.example, policy(rule("bad-input", "FailJob", "replicaTypes", []any{k.replicaType}, "onExitCodes", exitCodes("In", 42))), ""},
+			Case{kind + ": a rule naming a type the job does not have", k.example, policy(rule("bad-input", "FailJob", "onExitCodes", exitCodes("In", 42)),
+				rule("ps-oom", "FailJob", "replicaTypes", []any{k.replicaType, "ps"}, "onReasons", oom)), "spec.failurePolicy.rules ps-oom: " + k.unknownType},
+			Case{kind + ": avoid failed nodes", k.example, func(o map[string]any) {
+				set(o, map[string]any{"avoidFailedNodes": map[string]any{}}, "spec", "failurePolicy")
+			}, ""},
+		)
+	}
+	return append(cases,
+		// What a launcher kind cannot do: its one mpirun is the training.
+		Case{"mpi: a RestartReplica rule", "mpi-example.yaml", policy(rule("bad-input", "FailJob", "onExitCodes", exitCodes("In", 42)), rule("retry-oom", "RestartReplica", "onReasons", oom)),
+			"spec.failurePolicy.rules retry-oom: only action FailJob applies to an MPIJob"},
+		Case{"colossalai: an Ignore rule", "colossalai-example.yaml", policy(rule("spot", "Ignore", "onExitCodes", exitCodes("In", 143))),
+			"spec.failurePolicy.rules spot: only action FailJob applies to a ColossalAIJob"},
+		Case{"generic: every action", example, func(o map[string]any) {
+			set(o, map[string]any{"policy": "OnFailure"}, "spec", "replicaSpecs", 0, "restartPolicy")
+			policy(rule("bad-input", "FailJob", "onExitCodes", exitCodes("In", 42)), rule("oom", "RestartReplica", "replicaTypes", []any{"worker"}, "onReasons", oom),
+				rule("nccl-timeout", "RestartJob", "ranks", []any{0, 1}, "onExitCodes", exitCodes("In", 3)),
+				rule("spot", "Ignore", "onPodConditions", []any{map[string]any{"type": "DisruptionTarget"}}))(o)
+		}, ""},
+		Case{"generic: onReasons Stalled without a progress deadline", example, policy(rule("hung", "RestartJob", "onReasons", []any{"OOMKilled", "Stalled"})),
+			"spec.failurePolicy.rules hung: onReasons Stalled needs spec.progressDeadlineSeconds, which says how long a replica may go without reporting progress; set it, or drop Stalled from the rule"},
+		Case{"tensorflow: onReasons Stalled without a progress deadline", "tensorflow-example.yaml", policy(rule("hung", "FailJob", "onReasons", []any{"Stalled"})),
+			"spec.failurePolicy.rules hung: onReasons Stalled needs spec.progressDeadlineSeconds"},
+		Case{"generic: onReasons Stalled with a progress deadline", example, both(deadline, policy(rule("hung", "RestartJob", "onReasons", []any{"Stalled"}))), ""},
+		Case{"generic: progress deadline 0", example, func(o map[string]any) { set(o, 0, "spec", "progressDeadlineSeconds") },
+			"spec.progressDeadlineSeconds must be at least 1"},
+		Case{"generic: onExitCodes In with 0", example, policy(rule("bad-input", "FailJob", "onExitCodes", exitCodes("In", 42, 0))),
+			"onExitCodes.values must not hold 0 with operator In: a container that exited 0 did not fail, and is never looked at"},
+		Case{"generic: onExitCodes In with 0 names the rule", example, policy(rule("spot", "Ignore", "onExitCodes", exitCodes("In", 143)), rule("bad-input", "FailJob", "onExitCodes", exitCodes("In", 0))),
+			"spec.failurePolicy.rules[1].onExitCodes"},
+		Case{"generic: onExitCodes NotIn with 0", example, policy(rule("not-clean", "FailJob", "onExitCodes", exitCodes("NotIn", 0, 143))), ""},
+		Case{"generic: a rule with two matchers", example, policy(rule("oom-or-137", "FailJob", "onExitCodes", exitCodes("In", 137), "onReasons", oom)),
+			"a failure policy rule matches on at most one of onExitCodes, onPodConditions and onReasons: split it into several rules"},
+		Case{"generic: a rule with two matchers names the rule", example, policy(rule("spot", "Ignore", "onExitCodes", exitCodes("In", 143)),
+			rule("oom-or-evicted", "FailJob", "onPodConditions", []any{map[string]any{"type": "DisruptionTarget"}}, "onReasons", oom)), "spec.failurePolicy.rules[1]"},
+		Case{"generic: a rule without a matcher", example, policy(rule("any-failure", "FailJob")), ""},
+		Case{"generic: an unknown action", example, policy(rule("retry", "Retry")), `spec.failurePolicy.rules[0].action: Unsupported value: "Retry"`},
+		Case{"generic: an unknown reason", example, policy(rule("oom", "FailJob", "onReasons", []any{"OutOfMemory"})), `spec.failurePolicy.rules[0].onReasons[0]: Unsupported value: "OutOfMemory"`},
+		Case{"generic: a rule name not a DNS label", example, policy(rule("Bad_Input", "FailJob")), "spec.failurePolicy.rules[0].name"},
+		Case{"generic: two rules of one name", example, policy(rule("oom", "FailJob", "onReasons", oom), rule("oom", "Ignore")), "spec.failurePolicy.rules[1]: Duplicate value"},
+		Case{"generic: maxNodes 0", example, func(o map[string]any) {
+			set(o, map[string]any{"avoidFailedNodes": map[string]any{"maxNodes": 0}}, "spec", "failurePolicy")
+		}, "spec.failurePolicy.avoidFailedNodes.maxNodes"},
 	)
 }
 

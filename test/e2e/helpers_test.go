@@ -29,8 +29,9 @@ const jobTimeout = 60 * time.Second
 
 // Pod annotations the local cluster's kwok reads (docs/testing.md, "Fake nodes").
 const (
-	exitCodeAnnotation = "test.batch.tensorstack.dev/exit-code"
-	runTimeAnnotation  = "test.batch.tensorstack.dev/run-time"
+	exitCodeAnnotation   = "test.batch.tensorstack.dev/exit-code"
+	runTimeAnnotation    = "test.batch.tensorstack.dev/run-time"
+	exitReasonAnnotation = "test.batch.tensorstack.dev/exit-reason"
 )
 
 // The local cluster's launcher annotations (docs/testing.md, "Fake nodes"): workers run until deleted, the

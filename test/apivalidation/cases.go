@@ -269,7 +269,7 @@ func failurePolicyCases() []Case {
 		cases = append(cases,
 			Case{kind + ": a FailJob rule", k.example, policy(rule("bad-input", "FailJob", "replicaTypes", []any{k.replicaType}, "onExitCodes", exitCodes("In", 42))), ""},
 			Case{kind + ": a rule naming a type the job does not have", k.example, policy(rule("bad-input", "FailJob", "onExitCodes", exitCodes("In", 42)),
-				rule("ps-oom", "FailJob", "replicaTypes", []any{k.replicaType, "ps"}, "onReasons", oom)), "spec.failurePolicy.rules ps-oom: " + k.unknownType},
+				rule("ps-oom", "FailJob", "replicaTypes", []any{k.replicaType, "ps"}, "onReasons", oom)), "spec.failurePolicy.rules, rule ps-oom: " + k.unknownType},
 			Case{kind + ": avoid failed nodes", k.example, func(o map[string]any) {
 				set(o, map[string]any{"avoidFailedNodes": map[string]any{}}, "spec", "failurePolicy")
 			}, ""},
@@ -278,9 +278,9 @@ func failurePolicyCases() []Case {
 	return append(cases,
 		// What a launcher kind cannot do: its one mpirun is the training.
 		Case{"mpi: a RestartReplica rule", "mpi-example.yaml", policy(rule("bad-input", "FailJob", "onExitCodes", exitCodes("In", 42)), rule("retry-oom", "RestartReplica", "onReasons", oom)),
-			"spec.failurePolicy.rules retry-oom: only action FailJob applies to an MPIJob"},
+			"spec.failurePolicy.rules, rule retry-oom: only action FailJob applies to an MPIJob"},
 		Case{"colossalai: an Ignore rule", "colossalai-example.yaml", policy(rule("spot", "Ignore", "onExitCodes", exitCodes("In", 143))),
-			"spec.failurePolicy.rules spot: only action FailJob applies to a ColossalAIJob"},
+			"spec.failurePolicy.rules, rule spot: only action FailJob applies to a ColossalAIJob"},
 		Case{"generic: every action", example, func(o map[string]any) {
 			set(o, map[string]any{"policy": "OnFailure"}, "spec", "replicaSpecs", 0, "restartPolicy")
 			policy(rule("bad-input", "FailJob", "onExitCodes", exitCodes("In", 42)), rule("oom", "RestartReplica", "replicaTypes", []any{"worker"}, "onReasons", oom),
@@ -288,9 +288,9 @@ func failurePolicyCases() []Case {
 				rule("spot", "Ignore", "onPodConditions", []any{map[string]any{"type": "DisruptionTarget"}}))(o)
 		}, ""},
 		Case{"generic: onReasons Stalled without a progress deadline", example, policy(rule("hung", "RestartJob", "onReasons", []any{"OOMKilled", "Stalled"})),
-			"spec.failurePolicy.rules hung: onReasons Stalled needs spec.progressDeadlineSeconds, which says how long a replica may go without reporting progress; set it, or drop Stalled from the rule"},
+			"spec.failurePolicy.rules, rule hung: onReasons Stalled needs spec.progressDeadlineSeconds, which says how long a replica may go without reporting progress; set it, or drop Stalled from the rule"},
 		Case{"tensorflow: onReasons Stalled without a progress deadline", "tensorflow-example.yaml", policy(rule("hung", "FailJob", "onReasons", []any{"Stalled"})),
-			"spec.failurePolicy.rules hung: onReasons Stalled needs spec.progressDeadlineSeconds"},
+			"spec.failurePolicy.rules, rule hung: onReasons Stalled needs spec.progressDeadlineSeconds"},
 		Case{"generic: onReasons Stalled with a progress deadline", example, both(deadline, policy(rule("hung", "RestartJob", "onReasons", []any{"Stalled"}))), ""},
 		Case{"generic: progress deadline 0", example, func(o map[string]any) { set(o, 0, "spec", "progressDeadlineSeconds") },
 			"spec.progressDeadlineSeconds must be at least 1"},

@@ -20,7 +20,11 @@ import (
 func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision) (Job, error) {
 	// A status that counts restarts or ends the job goes first, so that a restart is never
 	// lost nor counted twice, and an outcome never undone, if the controller stops half-way.
-	statusFirst := len(d.Restarted) > 0 || len(d.Disrupted) > 0 || d.JobRestart != "" || d.Outcome != nil || d.Elsewhere
+	// So does one that changes the nodes new pods avoid (a pod deleted to be made again
+	// without a node must not come back with it), or says what a rule decided or that the
+	// job stalled: their events are told once the status that records them is written.
+	statusFirst := len(d.Restarted) > 0 || len(d.Disrupted) > 0 || d.JobRestart != "" || d.Outcome != nil || d.Elsewhere ||
+		len(d.RuleDecisions) > 0 || d.Stalled != "" || len(d.ExcludedNodes) > 0 || len(d.DroppedNodes) > 0
 	if statusFirst {
 		written, err := c.writeDecided(ctx, key, job, d)
 		if err != nil {

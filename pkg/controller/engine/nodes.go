@@ -108,10 +108,12 @@ func excludeNodes(pod *corev1.Pod, excluded []batch.ExcludedNode) {
 		return
 	}
 	names := make([]string, len(excluded))
+	// A node field selector takes one value per requirement: one NotIn per node.
+	notIn := make([]corev1.NodeSelectorRequirement, len(excluded))
 	for i, e := range excluded {
 		names[i] = e.Node
+		notIn[i] = corev1.NodeSelectorRequirement{Key: metav1.ObjectNameField, Operator: corev1.NodeSelectorOpNotIn, Values: []string{e.Node}}
 	}
-	notIn := corev1.NodeSelectorRequirement{Key: metav1.ObjectNameField, Operator: corev1.NodeSelectorOpNotIn, Values: names}
 	spec := &pod.Spec
 	if spec.Affinity == nil {
 		spec.Affinity = &corev1.Affinity{}
@@ -128,7 +130,7 @@ func excludeNodes(pod *corev1.Pod, excluded []batch.ExcludedNode) {
 		*terms = append(*terms, corev1.NodeSelectorTerm{})
 	}
 	for i := range *terms {
-		(*terms)[i].MatchFields = append((*terms)[i].MatchFields, notIn)
+		(*terms)[i].MatchFields = append((*terms)[i].MatchFields, notIn...)
 	}
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}

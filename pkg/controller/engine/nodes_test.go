@@ -49,6 +49,16 @@ func TestFailedNodeIsAvoided(t *testing.T) {
 	if len(next.CreatePods) != 1 || strings.Join(excludedBy(next.CreatePods[0]), ",") != "node-a" || next.CreatePods[0].Annotations[batch.AnnotationExcludedNodes] != "node-a" {
 		t.Fatalf("created %v: want worker-1 made to avoid node-a", names(next.CreatePods))
 	}
+	// Two nodes: one requirement each, as the API server wants of a node field selector.
+	two := excludedNodesPod(t, []batch.ExcludedNode{{Node: "node-a"}, {Node: "node-b"}})
+	for _, f := range two.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields {
+		if len(f.Values) != 1 {
+			t.Errorf("a node field requirement with %d values %v: the API server takes one", len(f.Values), f.Values)
+		}
+	}
+	if got := strings.Join(excludedBy(two), ","); got != "node-a,node-b" {
+		t.Errorf("two exclusions: %s", got)
+	}
 	// A template's own required terms each get the exclusion.
 	p := &corev1.Pod{Spec: corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpExists}}}, {}}}}}}}
@@ -127,4 +137,11 @@ func TestExclusionDroppedWhenNothingFits(t *testing.T) {
 	if len(gone.CreatePods) != 1 || len(excludedBy(gone.CreatePods[0])) != 0 {
 		t.Errorf("created %v: want worker-1 again, avoiding nothing", names(gone.CreatePods))
 	}
+}
+
+func excludedNodesPod(t *testing.T, excluded []batch.ExcludedNode) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{}
+	excludeNodes(p, excluded)
+	return p
 }

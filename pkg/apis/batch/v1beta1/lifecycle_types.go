@@ -6,7 +6,7 @@ package v1beta1
 // placed together (scheduling, docs/gang.md). Each kind's spec has them at its top level,
 // as a batch/v1 Job has its own.
 // +kubebuilder:validation:XValidation:rule="has(self.scheduling) == has(oldSelf.scheduling)",message="spec.scheduling cannot be added or removed once the job exists: the job's PodGroup, or its pods without one, were made by it; create a new job instead"
-// +kubebuilder:validation:XValidation:rule="!has(self.failurePolicy) || !has(self.failurePolicy.rules) || has(self.progressDeadlineSeconds) || !self.failurePolicy.rules.exists(r, has(r.onReasons) && 'Stalled' in r.onReasons)",messageExpression="'spec.failurePolicy.rules ' + self.failurePolicy.rules.filter(r, has(r.onReasons) && 'Stalled' in r.onReasons).map(r, r.name).join(', ') + ': onReasons Stalled needs spec.progressDeadlineSeconds, which says how long a replica may go without reporting progress; set it, or drop Stalled from the rule'"
+// +kubebuilder:validation:XValidation:rule="!has(self.failurePolicy) || !has(self.failurePolicy.rules) || has(self.progressDeadlineSeconds) || !self.failurePolicy.rules.exists(r, has(r.onReasons) && 'Stalled' in r.onReasons)",messageExpression="'spec.failurePolicy.rules, rule ' + self.failurePolicy.rules[self.failurePolicy.rules.map(r, has(r.onReasons) && 'Stalled' in r.onReasons).indexOf(true)].name + ': onReasons Stalled needs spec.progressDeadlineSeconds, which says how long a replica may go without reporting progress; set it, or drop Stalled from the rule'"
 type Lifecycle struct {
 	// TTLSecondsAfterFinished deletes the job, with its pods, Services and other children,
 	// this many seconds after it finished (status.completionTime), whether it succeeded or

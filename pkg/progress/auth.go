@@ -53,9 +53,16 @@ var (
 	errNotPods         = errors.New("the token is bound to no pod: present the token projected into the job's pod")
 )
 
+// tooManyReviews is a token not reviewed for the limit of TokenReviews (limit.go).
+type tooManyReviews struct{ wait time.Duration }
+
+func (e *tooManyReviews) Error() string { return "too many tokens to review: try again later" }
+
 type authenticator struct {
 	reviews authenticationclient.TokenReviewInterface
 	now     func() time.Time
+	// allow takes a token of the TokenReviews' bucket (0), or says how long to wait.
+	allow func() time.Duration
 
 	mu    sync.Mutex
 	cache map[[32]byte]answer
@@ -67,13 +74,13 @@ type answer struct {
 	expires time.Time
 }
 
-func newAuthenticator(reviews authenticationclient.TokenReviewInterface, now func() time.Time) *authenticator {
-	return &authenticator{reviews: reviews, now: now, cache: map[[32]byte]answer{}}
+func newAuthenticator(reviews authenticationclient.TokenReviewInterface, now func() time.Time, allow func() time.Duration) *authenticator {
+	return &authenticator{reviews: reviews, now: now, allow: allow, cache: map[[32]byte]answer{}}
 }
 
 // authenticate returns the pod token is bound to, when TokenReview accepts it for audience.
-// It returns errUnauthenticated or errNotPods for a token refused, and another error when
-// TokenReview could not be asked (not cached).
+// It returns errUnauthenticated or errNotPods for a token refused, a *tooManyReviews past the
+// limit of reviews, and another error when TokenReview could not be asked (neither cached).
 func (a *authenticator) authenticate(ctx context.Context, token, audience string) (*identity, error) {
 	key := sha256.Sum256([]byte(audience + "\x00" + token))
 	now := a.now()
@@ -83,7 +90,9 @@ func (a *authenticator) authenticate(ctx context.Context, token, audience string
 		return c.id, c.err
 	}
 	a.mu.Unlock()
-
+	if wait := a.allow(); wait > 0 {
+		return nil, &tooManyReviews{wait: wait}
+	}
 	review, err := a.reviews.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{
 		Token: token, Audiences: []string{audience}}}, metav1.CreateOptions{})
 	if err != nil {

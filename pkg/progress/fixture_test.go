@@ -41,7 +41,7 @@ var genericJobs = schema.GroupVersionResource{Group: batch.GroupName, Version: "
 // resourceVersion is not the job's (as the API server does). The jobs' and pods' caches are
 // indexers the test fills; after each write the job's cache shows it unless stale is set.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	clock  *clocktesting.FakeClock
 	jobs   *fake.Clientset
 	kube   *kubefake.Clientset
@@ -60,7 +60,7 @@ type fixture struct {
 	version int
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	f := &fixture{t: t, clock: clocktesting.NewFakeClock(start), tokens: map[string]authenticationv1.TokenReviewStatus{},
 		writes: map[string][]time.Time{}}

@@ -15,10 +15,11 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// handler answers reports. Its checks, in order (docs/progress.md, "Answers"): the method
-// (405); the overall rate (429); the path (404); the bearer token (401 without one, or one
-// TokenReview refuses for the job's audience; 403 for one bound to no pod); the job (404;
-// 503 until the caches have synced); the pod, which must be in the cache with the token's UID
+// handler answers reports. Its checks, in order (docs/progress.md, "The endpoint"): the
+// method (405); the overall rate (429); the path (404); the bearer token (401 without one;
+// 503 until the caches have synced; 429 past the rate of TokenReviews when its review is not
+// cached; 401 for one TokenReview refuses for the job's audience; 403 for one bound to no
+// pod); the job (404); the pod, which must be in the cache with the token's UID
 // and controlled by the job (403); the pod's rate (429); the body (413 past 64 KiB, 422 for
 // anything else wrong). A report refused changes nothing. One accepted is answered 200 with
 // the request, as Kubeflow Trainer answers, and written with the job's next status write.
@@ -65,7 +66,11 @@ func (h *handler) serve(w http.ResponseWriter, req *http.Request) int {
 		return refuse(w, logger, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "the controller's caches are not synced yet")
 	}
 	id, err := h.auth.authenticate(req.Context(), token, Audience(job))
+	var tooMany *tooManyReviews
 	switch {
+	case errors.As(err, &tooMany):
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter(tooMany.wait)))
+		return refuse(w, logger, http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, err.Error())
 	case errors.Is(err, errUnauthenticated):
 		return refuse(w, logger, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, err.Error())
 	case errors.Is(err, errNotPods):

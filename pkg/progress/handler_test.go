@@ -1,6 +1,7 @@
 package progress
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -194,8 +195,8 @@ func TestRateLimitedPerPod(t *testing.T) {
 	}
 }
 
-// TestRateLimitedOverall: past 400 requests at once, whoever sends them, the endpoint answers
-// 429 before it reviews any token.
+// TestRateLimitedOverall: past 2,000 requests at once, whoever sends them, the endpoint
+// answers 429 before it reviews any token.
 func TestRateLimitedOverall(t *testing.T) {
 	f := newFixture(t)
 	for i := range totalBurst {
@@ -209,5 +210,30 @@ func TestRateLimitedOverall(t *testing.T) {
 	}
 	if n := f.reviewCount(); n != 0 {
 		t.Errorf("%d TokenReviews, want none", n)
+	}
+}
+
+// TestReviewsRateLimited: past 200 tokens to review at once (a flood of made-up tokens), a
+// token not reviewed before is answered 429; one whose review is cached still reports.
+func TestReviewsRateLimited(t *testing.T) {
+	f := newFixture(t)
+	known := f.podToken("job-worker-0")
+	if rec := f.post("job", known, body(1, f.clock.Now())); rec.Code != http.StatusOK {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	for i := range reviewBurst - 1 {
+		if rec := f.post("job", fmt.Sprintf("made-up-%d", i), body(1, f.clock.Now())); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("made-up token %d: %d", i, rec.Code)
+		}
+	}
+	rec := f.post("job", "one-more", body(1, f.clock.Now()))
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "1" || !strings.Contains(status(t, rec).Message, "too many tokens to review") {
+		t.Fatalf("the 201st token to review: %d %s, want 429", rec.Code, rec.Body)
+	}
+	if n := f.reviewCount(); n != reviewBurst {
+		t.Errorf("%d TokenReviews, want %d", n, reviewBurst)
+	}
+	if rec := f.post("job", known, body(2, f.clock.Now())); rec.Code != http.StatusOK {
+		t.Errorf("a token reviewed before: %d, want 200", rec.Code)
 	}
 }

@@ -10,22 +10,26 @@ import (
 )
 
 // Rate limits (docs/progress.md, "Limits"): each pod may report 2 times a second with bursts
-// of 10, far more than a report a second needs; all pods together 200 a second with bursts of
-// 400, which bounds what a flood costs the controller and the API server's TokenReviews (a
-// report refused by the overall limit costs no review).
+// of 10, far more than a report a second needs; all pods together 1,000 a second with bursts
+// of 2,000 (5,000 pods at the helper's default of a report every 5 s); and the reports whose
+// token's review is not cached, 100 a second with bursts of 200, which bounds what a flood of
+// tokens costs the API server (a report refused by a limit costs no review).
 const (
-	podRate    = rate.Limit(2)
-	podBurst   = 10
-	totalRate  = rate.Limit(200)
-	totalBurst = 400
+	podRate     = rate.Limit(2)
+	podBurst    = 10
+	totalRate   = rate.Limit(1000)
+	totalBurst  = 2000
+	reviewRate  = rate.Limit(100)
+	reviewBurst = 200
 	// idleLimiter: a pod's bucket unused this long is full again, and forgotten.
 	idleLimiter = time.Minute
 )
 
-// limits are the token buckets: one overall, one per pod.
+// limits are the token buckets: one overall, one of TokenReviews, one per pod.
 type limits struct {
-	now   func() time.Time
-	total *rate.Limiter
+	now     func() time.Time
+	total   *rate.Limiter
+	reviews *rate.Limiter
 
 	mu    sync.Mutex
 	pods  map[types.UID]*podLimiter
@@ -38,11 +42,15 @@ type podLimiter struct {
 }
 
 func newLimits(now func() time.Time) *limits {
-	return &limits{now: now, total: rate.NewLimiter(totalRate, totalBurst), pods: map[types.UID]*podLimiter{}, swept: now()}
+	return &limits{now: now, total: rate.NewLimiter(totalRate, totalBurst), reviews: rate.NewLimiter(reviewRate, reviewBurst),
+		pods: map[types.UID]*podLimiter{}, swept: now()}
 }
 
 // allowTotal takes a token of the overall bucket; it returns 0, or how long to wait.
 func (l *limits) allowTotal() time.Duration { return take(l.total, l.now()) }
+
+// allowReview takes a token of the TokenReviews' bucket; it returns 0, or how long to wait.
+func (l *limits) allowReview() time.Duration { return take(l.reviews, l.now()) }
 
 // allowPod takes a token of the pod's bucket; it returns 0, or how long to wait.
 func (l *limits) allowPod(uid types.UID) time.Duration {

@@ -54,8 +54,9 @@ func New(c Config) *Server {
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
+	limits := newLimits(c.Clock.Now)
 	h := &handler{kinds: map[string]Kind{}, pods: c.Pods, clock: c.Clock,
-		auth: newAuthenticator(c.TokenReviews, c.Clock.Now), limits: newLimits(c.Clock.Now),
+		auth: newAuthenticator(c.TokenReviews, c.Clock.Now, limits.allowReview), limits: limits,
 		writer: newWriter(c.Kinds, c.Pods, c.WriteInterval, c.Clock)}
 	for _, k := range c.Kinds {
 		h.kinds[k.Resource] = k

@@ -52,7 +52,11 @@ func launchController(c config, binary, kubeconfig, dir string) (*controllerProc
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--kubeconfig", kubeconfig, "--leader-elect=false", "--bind-address", addr,
+	progressAddr, err := harness.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--kubeconfig", kubeconfig, "--leader-elect=false", "--bind-address", addr, "--progress-bind-address", progressAddr,
 		"--workers", strconv.Itoa(c.workers), "--kube-api-qps", fmt.Sprint(c.qps), "--kube-api-burst", strconv.Itoa(c.burst),
 		"--profiling=" + strconv.FormatBool(os.Getenv("BENCH_PPROF") != "")}
 	started := time.Now()

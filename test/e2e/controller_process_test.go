@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/t9k-jobs/t9k-jobs/test/cluster"
 	"github.com/t9k-jobs/t9k-jobs/test/harness"
 )
 
@@ -21,6 +23,7 @@ var controller struct {
 	binary     string
 	proc       *harness.Process
 	metrics    string   // base URL of /metrics
+	progress   string   // base URL of the progress endpoint, as pods reach it
 	kubeconfig string   // the controller's own credentials (manifests/rbac.yaml)
 	args       []string // flags beyond the usual ones, for every later start
 	log        string
@@ -45,12 +48,25 @@ func startController() error {
 	if err != nil {
 		return err
 	}
-	args := append([]string{"--kubeconfig", controller.kubeconfig, "--leader-elect-namespace", "t9k-system", "--bind-address", addr, "-v=2"}, controller.args...)
+	// The progress endpoint listens on every address of this machine: the real node's pods
+	// reach it at the node's address, their gateway, which its certificate is made for too.
+	progressAddr, err := harness.FreeAddr()
+	if err != nil {
+		return err
+	}
+	_, port, _ := net.SplitHostPort(progressAddr)
+	progressHost := "127.0.0.1"
+	if env.cluster != nil && env.cluster.HasRealNode() {
+		progressHost = cluster.RealNodeIP
+	}
+	progressURL := "https://" + net.JoinHostPort(progressHost, port)
+	args := append([]string{"--kubeconfig", controller.kubeconfig, "--leader-elect-namespace", "t9k-system", "--bind-address", addr, "-v=2",
+		"--progress-bind-address", ":" + port, "--progress-url", progressURL}, controller.args...)
 	proc, err := harness.Start(controller.binary, args, harness.Options{Log: controller.log})
 	if err != nil {
 		return err
 	}
-	controller.proc, controller.metrics = proc, "http://"+addr
+	controller.proc, controller.metrics, controller.progress = proc, "http://"+addr, progressURL
 	err = harness.WaitFor(context.Background(), "the controller to run jobs", 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
 		if exited, _ := proc.Exited(); exited {
 			return false, fmt.Errorf("the controller exited; its log is %s", controller.log)

@@ -175,8 +175,10 @@ func startCandidate(t *testing.T, name, ns, lease string) *candidate {
 	}
 	// Beside the suite's controller log, kept after the test.
 	logPath := filepath.Join(filepath.Dir(controller.log), fmt.Sprintf("%s-%s.log", lease, name))
+	// No progress endpoint: the candidates are about the Lease (the suite's controller serves
+	// the endpoint).
 	args := append([]string{"--kubeconfig", kubeconfigPath, "--namespace", ns, "--leader-elect-namespace", "t9k-system",
-		"--leader-elect-name", lease, "--bind-address", addr, "-v=2"}, leaseFlags...)
+		"--leader-elect-name", lease, "--bind-address", addr, "--progress-bind-address=0", "-v=2"}, leaseFlags...)
 	proc, err := harness.Start(controller.binary, args, harness.Options{Log: logPath})
 	if err != nil {
 		t.Fatal(err)

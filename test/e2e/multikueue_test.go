@@ -106,8 +106,10 @@ func startWorkers(ctx context.Context) ([]*mkWorker, error) {
 		if err != nil {
 			return nil, err
 		}
+		// No progress endpoint: the workers' controllers run beside the suite's on this machine,
+		// and no worker's pod reports.
 		w.controller, err = harness.Start(controller.binary, []string{"--kubeconfig", c.Kubeconfig, "--leader-elect=false",
-			"--bind-address", addr, "--scheduler=kueue", "-v=2"}, harness.Options{Log: filepath.Join(dir, "logs", "controller.log")})
+			"--bind-address", addr, "--scheduler=kueue", "--progress-bind-address=0", "-v=2"}, harness.Options{Log: filepath.Join(dir, "logs", "controller.log")})
 		if err != nil {
 			return nil, err
 		}

@@ -65,6 +65,11 @@ trap 'exit 130' INT TERM
 install_crds
 mkdir -p _output
 METRICS_ADDR=${METRICS_ADDR:-127.0.0.1:8080}
+# The progress endpoint (docs/progress.md) listens on every address of this machine; the real
+# node's pods reach it at the node's address, their gateway, for which its certificate is made.
+PROGRESS_PORT=${PROGRESS_PORT:-10443}
+controller_flags+=(--progress-bind-address ":$PROGRESS_PORT")
+[[ -n $real_node ]] && controller_flags+=(--progress-url "https://10.245.0.1:$PROGRESS_PORT")
 bin/t9k-job-controller --kubeconfig "$KUBECONFIG" --bind-address "$METRICS_ADDR" ${controller_flags[@]+"${controller_flags[@]}"} >_output/controller.log 2>&1 &
 controller_pid=$!
 # /readyz says "ok" once the controller leads and its caches are synced.
@@ -99,12 +104,13 @@ echo
 if [[ -z $real_node ]]; then
   echo "Real run skipped: the real node needs root (and hack/install-deps.sh's packages)."
 else
-  echo "Running examples/pytorch for real on the real node (kubectl apply -k examples/pytorch)"
+  echo "Running examples/pytorch for real on the real node (kubectl apply -k examples/pytorch); its replicas report each step"
   kubectl apply -k examples/pytorch
   last=
   for _ in $(seq 1 180); do
-    phase=$(kubectl get genericjob pytorch-allreduce -o jsonpath='{.status.phase}')
-    [[ "$phase" != "$last" ]] && { echo "$(date +%T) pytorch-allreduce: ${phase:-(new)}"; last=$phase; }
+    now=$(kubectl get genericjob pytorch-allreduce -o jsonpath='{.status.phase}|{.status.progress.step}/{.status.progress.totalSteps}|{.status.progress.progressPercentage}')
+    IFS='|' read -r phase steps percent <<<"$now"
+    [[ "$now" != "$last" ]] && { echo "$(date +%T) pytorch-allreduce: ${phase:-(new)}${percent:+, step $steps, $percent%}"; last=$now; }
     [[ "$phase" == Succeeded || "$phase" == Failed ]] && break
     sleep 1
   done

@@ -51,8 +51,8 @@ type ProgressPlan struct {
 	ConfigMap string
 }
 
-// ProgressConfigMap names a job's ConfigMap of the progress endpoint's CA.
-func ProgressConfigMap(job string) string { return job + "-progress-ca" }
+// progressConfigMap names a job's ConfigMap of the progress endpoint's CA.
+func progressConfigMap(job string) string { return job + "-progress-ca" }
 
 // planProgress tells the plan where the job's pods report, and adds the CA's ConfigMap to the
 // job's children; nothing without a progress endpoint.
@@ -66,7 +66,7 @@ func (c *Controller) planProgress(job Job, plan *Plan) {
 	// path and checks the same audience.
 	path := "/apis/" + gvk.Group + "/" + gvk.Version + "/namespaces/" + job.GetNamespace() + "/" + strings.ToLower(gvk.Kind) + "s/" + job.GetName() + "/status"
 	plan.Progress = &ProgressPlan{URL: strings.TrimSuffix(p.URL, "/") + path, Audience: strings.TrimPrefix(path, "/apis/"),
-		ConfigMap: ProgressConfigMap(job.GetName())}
+		ConfigMap: progressConfigMap(job.GetName())}
 	plan.Objects = append(plan.Objects, PlannedChild{Kind: ConfigMapKind, Name: plan.Progress.ConfigMap,
 		Build: func(metav1.Object) (metav1.Object, error) {
 			return &corev1.ConfigMap{Data: map[string]string{progressCAKey: string(p.CA())}}, nil

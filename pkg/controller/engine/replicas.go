@@ -92,6 +92,13 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 		// is not taken for its program's should the job resume before the pod is gone.
 		fromPod(&r.status, pod)
 		r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
+	case pod != nil && !PodEnded(pod) && prev.UID != "" && prev.UID == pod.UID && prev.Phase == batch.ReplicaDeleted:
+		// An earlier decision deleted this running pod to restart or replace it (a stall, a
+		// whole job's restart) and the cache has yet to show the deletion, or the delete
+		// failed: finish it. Read as running, the pod would be restarted, or stall, again.
+		fromPod(&r.status, pod)
+		r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
+		r.action = finishRestart
 	case pod != nil:
 		fromPod(&r.status, pod)
 		r.view = Replica{Phase: r.status.Phase, ExitCode: exitCode(pod), Ready: podReady(pod)}

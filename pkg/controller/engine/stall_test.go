@@ -141,3 +141,24 @@ func TestStallWithNoRestartLeft(t *testing.T) {
 		t.Errorf("the failed job's Stalled condition %+v: want it kept", c)
 	}
 }
+
+// The decision after a stall's restart may still see the old pods running (the cache has yet
+// to show their deletion): they are being restarted, not stalled again, and the job goes on.
+func TestStalledPodsStillSeenRunning(t *testing.T) {
+	plan := stallPlan(batch.RestartOnFailure)
+	plan.Groups[0].Limit = ptr.To[int32](1)
+	status := reported(map[string]time.Duration{"job-worker-0": 61 * time.Second, "job-worker-1": 59 * time.Second}, nil)
+	d := mustDecide(t, testJob(status), plan, runningPods(), nil, now)
+	if d.Status.Restarts != 1 || len(d.DeletePods) != 2 {
+		t.Fatalf("restarts %d, deleted %v: want the whole job restarted", d.Status.Restarts, names(d.DeletePods))
+	}
+	again := mustDecide(t, testJob(*d.Status), plan, runningPods(), nil, now.Add(time.Second))
+	if again.Outcome != nil || again.Stalled != "" || again.Status.Restarts != 1 || len(again.DeletePods) != 2 {
+		t.Errorf("outcome %+v, stalled %q, restarts %d, deleted %v: want the restart finished, nothing counted again", again.Outcome, again.Stalled, again.Status.Restarts, names(again.DeletePods))
+	}
+	for _, r := range again.Status.Tasks[0].Replicas {
+		if r.Phase != batch.ReplicaDeleted {
+			t.Errorf("%s: %s, want Deleted until its pod is gone", r.Name, r.Phase)
+		}
+	}
+}

@@ -213,7 +213,7 @@ func TestRateLimitedOverall(t *testing.T) {
 	}
 }
 
-// TestReviewsRateLimited: past 200 tokens to review at once (a flood of made-up tokens), a
+// TestReviewsRateLimited: past 1,000 tokens to review at once (a flood of made-up tokens), a
 // token not reviewed before is answered 429; one whose review is cached still reports.
 func TestReviewsRateLimited(t *testing.T) {
 	f := newFixture(t)
@@ -228,7 +228,7 @@ func TestReviewsRateLimited(t *testing.T) {
 	}
 	rec := f.post("job", "one-more", body(1, f.clock.Now()))
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "1" || !strings.Contains(status(t, rec).Message, "too many tokens to review") {
-		t.Fatalf("the 201st token to review: %d %s, want 429", rec.Code, rec.Body)
+		t.Fatalf("the 1,001st token to review: %d %s, want 429", rec.Code, rec.Body)
 	}
 	if n := f.reviewCount(); n != reviewBurst {
 		t.Errorf("%d TokenReviews, want %d", n, reviewBurst)

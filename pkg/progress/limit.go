@@ -12,15 +12,16 @@ import (
 // Rate limits (docs/progress.md, "Limits"): each pod may report 2 times a second with bursts
 // of 10, far more than a report a second needs; all pods together 1,000 a second with bursts
 // of 2,000 (5,000 pods at the helper's default of a report every 5 s); and the reports whose
-// token's review is not cached, 100 a second with bursts of 200, which bounds what a flood of
-// tokens costs the API server (a report refused by a limit costs no review).
+// token's review is not cached, 200 a second with bursts of 1,000, which bounds what a flood
+// of tokens costs the API server (a report refused by a limit costs no review) and lets the
+// first reports of a job of 1,000 pods through at once.
 const (
 	podRate     = rate.Limit(2)
 	podBurst    = 10
 	totalRate   = rate.Limit(1000)
 	totalBurst  = 2000
-	reviewRate  = rate.Limit(100)
-	reviewBurst = 200
+	reviewRate  = rate.Limit(200)
+	reviewBurst = 1000
 	// idleLimiter: a pod's bucket unused this long is full again, and forgotten.
 	idleLimiter = time.Minute
 )

@@ -76,24 +76,12 @@ func waitJobStatus(t *testing.T, ns, job, what string, get func(context.Context)
 	return s
 }
 
-// replicaIn is a replica's entry in a job's status.
-func replicaIn(s *batch.JobStatus, name string) batch.ReplicaStatus {
-	for _, task := range s.Tasks {
-		for _, r := range task.Replicas {
-			if r.Name == name {
-				return r
-			}
-		}
-	}
-	return batch.ReplicaStatus{}
-}
-
 // runningAnew: every named replica runs a pod other than the one old gives it ("" for a
 // replica that had none), on a node.
 func runningAnew(old map[string]types.UID, names ...string) func(*batch.JobStatus) bool {
 	return func(s *batch.JobStatus) bool {
 		for _, name := range names {
-			r := replicaIn(s, name)
+			r := s.Replica(name)
 			if r.Phase != batch.ReplicaRunning || r.UID == "" || r.UID == old[name] || r.Node == "" {
 				return false
 			}
@@ -169,7 +157,7 @@ func TestFailurePolicyFailJob(t *testing.T) {
 	createJob(t, ns, job)
 	const w1 = "exit42-worker-1"
 	running := waitJobStatus(t, ns, job.Name, "running", genericStatus(ns, job.Name), runningAnew(nil, "exit42-worker-0", w1))
-	uid := replicaIn(running, w1).UID
+	uid := running.Replica(w1).UID
 	exitPod(t, ns, w1, uid, 42, "")
 
 	s := waitJobStatus(t, ns, job.Name, "Failed", genericStatus(ns, job.Name), func(s *batch.JobStatus) bool { return s.Phase == batch.JobFailed })
@@ -183,7 +171,7 @@ func TestFailurePolicyFailJob(t *testing.T) {
 		}
 	}
 	t.Logf("%s: %s", c.Reason, c.Message)
-	rs := replicaIn(s, w1)
+	rs := s.Replica(w1)
 	if rs.RestartCount != 0 || rs.Disruptions != 0 || s.Tasks[0].RestartCount != 0 || s.Restarts != 0 {
 		t.Errorf("%s: restartCount %d, disruptions %d; the job's restarts %d, %d: want none, though the restart policy is OnFailure",
 			w1, rs.RestartCount, rs.Disruptions, s.Tasks[0].RestartCount, s.Restarts)
@@ -219,14 +207,14 @@ func TestFailurePolicyIgnore(t *testing.T) {
 	createJob(t, ns, job)
 	const w0 = "spot-worker-0"
 	status := genericStatus(ns, job.Name)
-	cur := replicaIn(waitJobStatus(t, ns, job.Name, "running", status, runningAnew(nil, w0)), w0)
+	cur := waitJobStatus(t, ns, job.Name, "running", status, runningAnew(nil, w0)).Replica(w0)
 	for i := int32(1); i <= 2; i++ {
 		exitPod(t, ns, w0, cur.UID, 143, "")
 		old := cur.UID
 		s := waitJobStatus(t, ns, job.Name, fmt.Sprintf("replacement %d running", i), status, func(s *batch.JobStatus) bool {
-			return runningAnew(map[string]types.UID{w0: old}, w0)(s) && replicaIn(s, w0).Disruptions == i
+			return runningAnew(map[string]types.UID{w0: old}, w0)(s) && s.Replica(w0).Disruptions == i
 		})
-		cur = replicaIn(s, w0)
+		cur = s.Replica(w0)
 		if cur.RestartCount != 0 || s.Restarts != 0 || s.Phase != batch.JobRunning {
 			t.Errorf("replacement %d: restartCount %d, the job's restarts %d, phase %s; want no restart, the job Running", i, cur.RestartCount, s.Restarts, s.Phase)
 		}
@@ -242,7 +230,7 @@ func TestFailurePolicyIgnore(t *testing.T) {
 
 	exitPod(t, ns, w0, cur.UID, 0, "")
 	s := waitJobStatus(t, ns, job.Name, "Succeeded", status, func(s *batch.JobStatus) bool { return s.Phase == batch.JobSucceeded })
-	if done := replicaIn(s, w0); done.RestartCount != 0 || done.Disruptions != 2 || s.Restarts != 0 || s.Tasks[0].RestartCount != 0 {
+	if done := s.Replica(w0); done.RestartCount != 0 || done.Disruptions != 2 || s.Restarts != 0 || s.Tasks[0].RestartCount != 0 {
 		t.Errorf("succeeded with %s %+v, the job's restarts %d: want no restart, 2 disruptions", w0, done, s.Restarts)
 	}
 }
@@ -272,7 +260,7 @@ func TestFailurePolicyRestartJob(t *testing.T) {
 	s := waitJobStatus(t, ns, job.Name, "running", status, runningAnew(nil, names...))
 	first := map[string]types.UID{}
 	for _, name := range names {
-		first[name] = replicaIn(s, name).UID
+		first[name] = s.Replica(name).UID
 	}
 	exitPod(t, ns, "nccl-worker-1", first["nccl-worker-1"], 3, "")
 
@@ -282,7 +270,7 @@ func TestFailurePolicyRestartJob(t *testing.T) {
 	}
 	second := map[types.UID]bool{}
 	for _, name := range names {
-		r := replicaIn(s, name)
+		r := s.Replica(name)
 		second[r.UID] = true
 		tm := r.LastTermination
 		if tm == nil || tm.UID != first[name] {
@@ -317,13 +305,13 @@ func TestFailurePolicyRestartJob(t *testing.T) {
 	jobEventOf(t, ns, job.Name, "RestartingJob", `Restarting every replica together (spec.failurePolicy.rules[0] ("nccl-timeout")): nccl-worker-1 failed with exit code 3.`)
 
 	// backoffLimit 1 is spent: a second exit 3 fails the job.
-	exitPod(t, ns, "nccl-worker-2", replicaIn(s, "nccl-worker-2").UID, 3, "")
+	exitPod(t, ns, "nccl-worker-2", s.Replica("nccl-worker-2").UID, 3, "")
 	s = waitJobStatus(t, ns, job.Name, "Failed", status, func(s *batch.JobStatus) bool { return s.Phase == batch.JobFailed })
 	if c := s.Condition(batch.JobConditionFailed); !strings.Contains(c.Message, "nccl-worker-2 failed with exit code 3") || !strings.Contains(c.Message, "no restart left") {
 		t.Errorf("Failed condition %+v: want worker 2's exit 3 with no restart left", c)
 	}
-	if s.Restarts != 1 || replicaIn(s, "nccl-worker-2").RestartCount != 0 {
-		t.Errorf("status.restarts %d, worker 2's restartCount %d: want 1 and 0, no restart past backoffLimit", s.Restarts, replicaIn(s, "nccl-worker-2").RestartCount)
+	if s.Restarts != 1 || s.Replica("nccl-worker-2").RestartCount != 0 {
+		t.Errorf("status.restarts %d, worker 2's restartCount %d: want 1 and 0, no restart past backoffLimit", s.Restarts, s.Replica("nccl-worker-2").RestartCount)
 	}
 }
 
@@ -368,7 +356,7 @@ func TestFailurePolicyOOMKilled(t *testing.T) {
 	if c.Reason != "FailurePolicy" {
 		t.Errorf("Failed condition reason %q, want FailurePolicy", c.Reason)
 	}
-	r := replicaIn(s, ps)
+	r := s.Replica(ps)
 	if code, reason := exitOf(r.LastTermination); r.RestartCount != 0 || code != 137 || reason != "OOMKilled" {
 		t.Errorf("%s: restartCount %d, lastTermination %+v; want no restart, after exit 137 OOMKilled", ps, r.RestartCount, r.LastTermination)
 	}
@@ -376,10 +364,10 @@ func TestFailurePolicyOOMKilled(t *testing.T) {
 
 	status := tfStatus(ns, workerJob.Name)
 	s = waitJobStatus(t, ns, workerJob.Name, "running", status, runningAnew(nil, worker, "oom-worker-ps-0"))
-	old := replicaIn(s, worker).UID
+	old := s.Replica(worker).UID
 	exitPod(t, ns, worker, old, 137, "OOMKilled")
 	s = waitJobStatus(t, ns, workerJob.Name, "the worker restarted", status, runningAnew(map[string]types.UID{worker: old}, worker))
-	r = replicaIn(s, worker)
+	r = s.Replica(worker)
 	if code, reason := exitOf(r.LastTermination); r.RestartCount != 1 || r.LastTermination.UID != old || code != 137 || reason != "OOMKilled" {
 		t.Errorf("%s: restartCount %d, lastTermination %+v; want one restart, after its pod %s's exit 137 OOMKilled", worker, r.RestartCount, r.LastTermination, old)
 	}
@@ -417,7 +405,7 @@ func TestFailurePolicyAvoidsFailedNodes(t *testing.T) {
 	createJob(t, ns, job)
 	const w0 = "avoid-worker-0"
 	status := genericStatus(ns, job.Name)
-	cur := replicaIn(waitJobStatus(t, ns, job.Name, "running", status, runningAnew(nil, w0)), w0)
+	cur := waitJobStatus(t, ns, job.Name, "running", status, runningAnew(nil, w0)).Replica(w0)
 
 	var failedOn []string
 	for i := 1; i <= 2; i++ {
@@ -426,7 +414,7 @@ func TestFailurePolicyAvoidsFailedNodes(t *testing.T) {
 		failedOn = append(failedOn, cur.Node)
 		old := cur.UID
 		s := waitJobStatus(t, ns, job.Name, fmt.Sprintf("pod %d running", i+1), status, runningAnew(map[string]types.UID{w0: old}, w0))
-		cur = replicaIn(s, w0)
+		cur = s.Replica(w0)
 		t.Logf("pod %d failed on %s; pod %d runs on %s", i, failedOn[i-1], i+1, cur.Node)
 		if slices.Contains(failedOn, cur.Node) || !slices.Contains(nodes.names, cur.Node) {
 			t.Fatalf("pod %d runs on %s, want one of %v other than %v", i+1, cur.Node, nodes.names, failedOn)
@@ -469,14 +457,14 @@ func TestFailurePolicyAvoidsFailedNodes(t *testing.T) {
 	}
 	evicted := time.Now()
 	s := waitJobStatus(t, ns, job.Name, "running on "+failedOn[0]+" again", status, func(s *batch.JobStatus) bool {
-		r := replicaIn(s, w0)
+		r := s.Replica(w0)
 		return r.Phase == batch.ReplicaRunning && r.UID != cur.UID && r.Node == failedOn[0]
 	})
 	t.Logf("the pod runs on %s again %.1fs after the eviction", failedOn[0], time.Since(evicted).Seconds())
 	if len(s.ExcludedNodes) != 1 || s.ExcludedNodes[0].Node != failedOn[1] {
 		t.Errorf("status.excludedNodes %+v, want only %s: the oldest, %s, dropped", s.ExcludedNodes, failedOn[1], failedOn[0])
 	}
-	if r := replicaIn(s, w0); r.RestartCount != 2 || r.Disruptions != 1 {
+	if r := s.Replica(w0); r.RestartCount != 2 || r.Disruptions != 1 {
 		t.Errorf("%s: restartCount %d, disruptions %d; want 2 and 1 (the eviction): making the pod again counts nothing", w0, r.RestartCount, r.Disruptions)
 	}
 	if e, ok := jobEventOf(t, ns, job.Name, "ExcludedNodeDropped", "without node "+failedOn[0]+","); ok && e.Type != corev1.EventTypeWarning {

@@ -130,14 +130,7 @@ func waitDeleted(t *testing.T, ns, name string, timeout time.Duration) time.Time
 
 // replicaStatusOf is a replica's entry in a GenericJob's status.
 func replicaStatusOf(j *batch.GenericJob, name string) batch.ReplicaStatus {
-	for _, task := range j.Status.Tasks {
-		for _, r := range task.Replicas {
-			if r.Name == name {
-				return r
-			}
-		}
-	}
-	return batch.ReplicaStatus{}
+	return j.Status.Replica(name)
 }
 
 // waitStatus waits until the status that get reads satisfies cond, and returns it.

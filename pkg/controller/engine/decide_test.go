@@ -94,14 +94,7 @@ func names[T metav1.Object](objs []T) []string {
 }
 
 func replicaOf(s *batch.JobStatus, name string) batch.ReplicaStatus {
-	for _, t := range s.Tasks {
-		for _, r := range t.Replicas {
-			if r.Name == name {
-				return r
-			}
-		}
-	}
-	return batch.ReplicaStatus{}
+	return s.Replica(name)
 }
 
 func TestDecide(t *testing.T) {

@@ -26,3 +26,16 @@ func (s *JobStatus) ConditionTrue(t JobConditionType) bool {
 func (s *JobStatus) Finished() bool {
 	return s.ConditionTrue(JobConditionCompleted) || s.ConditionTrue(JobConditionFailed)
 }
+
+// Replica is the status's entry of the replica whose pod is named name: the zero entry (Name
+// "") when it has none.
+func (s *JobStatus) Replica(name string) ReplicaStatus {
+	for _, task := range s.Tasks {
+		for _, r := range task.Replicas {
+			if r.Name == name {
+				return r
+			}
+		}
+	}
+	return ReplicaStatus{}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -29,8 +30,10 @@ const (
 )
 
 // How long a TokenReview's answer is reused, by a hash of the token and the audience: an
-// accepted token for at most a minute and never past its expiry, a refused one briefly (a
-// client that retries a bad token costs the API server one review in that time).
+// accepted token for 45 s to a minute (spread, so that the tokens of a job whose pods started
+// together are not all reviewed again in the same second) and never past its expiry, a
+// refused one briefly (a client that retries a bad token costs the API server one review in
+// that time).
 const (
 	acceptedTTL = time.Minute
 	refusedTTL  = 10 * time.Second
@@ -104,7 +107,7 @@ func (a *authenticator) authenticate(ctx context.Context, token, audience string
 	result := "refused"
 	if err == nil {
 		result = "accepted"
-		c.expires = now.Add(acceptedTTL)
+		c.expires = now.Add(acceptedTTL - rand.N(acceptedTTL/4))
 		if exp, ok := expiry(token); ok && exp.Before(c.expires) {
 			c.expires = exp
 		}

@@ -16,6 +16,11 @@
 // -kueue times the burst's jobs queued in Kueue, without and with placement by topology
 // (kueue.go), for the writes per job that each costs the controller.
 //
+// -progress has every pod of the burst report its progress once a second for a minute
+// (progress.go): the status writes per job per minute, the reports' time, and the
+// controller's CPU against a minute without reports. Only this mode runs the controller with
+// its progress endpoint.
+//
 // Two more modes ask what a cluster full of jobs costs, each without the raw loop:
 //
 //   - -finished N: each round has two controller runs, alternating which goes first: "empty",
@@ -37,6 +42,7 @@
 //	go run ./test/bench -finished 5000          (make bench BENCH_FINISHED=5000)
 //	go run ./test/bench -scale 10000            (make bench BENCH_SCALE=10000)
 //	go run ./test/bench -kueue                  (make bench BENCH_KUEUE=1)
+//	go run ./test/bench -progress               (make bench BENCH_PROGRESS=1)
 package main
 
 import (
@@ -63,6 +69,9 @@ type config struct {
 	// (queueNone: none).
 	kueue bool
 	queue string
+	// progress: the -progress mode (progress.go); the controller serves its progress endpoint
+	// only then.
+	progress bool
 }
 
 func main() {
@@ -80,6 +89,7 @@ func main() {
 	flag.IntVar(&c.scaleStep, "scale-step", 1000, "jobs per step of -scale")
 	flag.BoolVar(&c.kueue, "kueue", false, "queued jobs under Kueue, without and with placement by topology (no raw loop): time, latencies, writes per job of each")
 	flag.IntVar(&c.foreign, "foreign", 0, "after -scale, pods to create that are not the controller's, comparing its memory before and after")
+	flag.BoolVar(&c.progress, "progress", false, "every pod of the burst reports its progress once a second: status writes per job per minute, the reports' time, the controller's CPU against no reports (no raw loop)")
 	flag.Parse()
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -112,6 +122,9 @@ func run(c config) error {
 	if c.kueue && (c.finished > 0 || c.scale > 0 || c.kind != "GenericJob") {
 		return fmt.Errorf("-kueue times a burst of GenericJobs on its own")
 	}
+	if c.progress && (c.kueue || c.finished > 0 || c.scale > 0 || c.kind != "GenericJob") {
+		return fmt.Errorf("-progress measures a burst of GenericJobs on its own")
+	}
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "t9k-bench-")
 	if err != nil {
@@ -123,6 +136,8 @@ func run(c config) error {
 		fmt.Fprintln(os.Stderr, "bench: keeping", dir)
 	}
 	switch {
+	case c.progress:
+		return progressRun(ctx, c, dir)
 	case c.kueue:
 		return kueueRuns(ctx, c, dir)
 	case c.scale > 0:

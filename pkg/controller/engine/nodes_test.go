@@ -145,3 +145,24 @@ func excludedNodesPod(t *testing.T, excluded []batch.ExcludedNode) *corev1.Pod {
 	excludeNodes(p, excluded)
 	return p
 }
+
+// A job its queue evicts (an admitter holds it: its pods go) keeps the nodes it avoids, and
+// its pods, once it is admitted again, avoid them: the list is in status, not in its pods.
+func TestExcludedNodesSurviveARequeue(t *testing.T) {
+	plan := avoidingPlan(8)
+	status := running("0", "1")
+	status.ExcludedNodes = []batch.ExcludedNode{{Node: "node-a", Replica: "job-worker-1", Reason: "exit code 1", Time: metav1.NewTime(now.Add(-time.Minute))}}
+	evicted := mustDecide(t, testJob(status), plan, runningPods(), &Verdict{Reason: "Evicted", Message: "Preempted in its queue."}, now)
+	if len(evicted.DeletePods) != 2 || len(evicted.Status.ExcludedNodes) != 1 {
+		t.Fatalf("evicted: deleted %v, excluded %+v; want its pods gone, node-a kept", names(evicted.DeletePods), evicted.Status.ExcludedNodes)
+	}
+	admitted := mustDecide(t, testJob(*evicted.Status), plan, Children{}, &Verdict{Admitted: true}, now)
+	if len(admitted.CreatePods) != 2 {
+		t.Fatalf("admitted again: created %v", names(admitted.CreatePods))
+	}
+	for _, p := range admitted.CreatePods {
+		if strings.Join(excludedBy(p), ",") != "node-a" {
+			t.Errorf("%s avoids %v, want node-a", p.Name, excludedBy(p))
+		}
+	}
+}

@@ -17,6 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -294,4 +296,18 @@ func boundClaimOn(t *testing.T, kube kubernetes.Interface, ns, name string) {
 	if _, err := kube.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// watchGenericJob watches one GenericJob, from before it is made, for the real runs' time:
+// every status it is written with, where polling would miss one that lasts a sync.
+func watchGenericJob(t *testing.T, ns, name string) <-chan watch.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), realTimeout)
+	w, err := env.jobs.BatchV1beta1().GenericJobs(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(); cancel() })
+	return w.ResultChan()
 }

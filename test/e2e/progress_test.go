@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -91,19 +90,13 @@ func TestProgressReportedByARealRun(t *testing.T) {
 	job := pytorchWithProgress(t, ns, 2)
 	before := controllerMetrics(t)
 
-	ctx, cancel := context.WithTimeout(context.Background(), realTimeout)
-	defer cancel()
-	w, err := env.jobs.BatchV1beta1().GenericJobs(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", job.Name).String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	events := watchGenericJob(t, ns, job.Name)
 	createJob(t, ns, job)
 
 	var seen []progressSeen
 	var last *batch.GenericJob
 	column, lines := "", false
-	for ev := range w.ResultChan() {
+	for ev := range events {
 		j, ok := ev.Object.(*batch.GenericJob)
 		if !ok {
 			continue

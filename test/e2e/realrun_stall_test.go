@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,8 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
@@ -46,16 +43,10 @@ func TestRealStalledJobRestartsWhole(t *testing.T) {
 		HostPath: &corev1.HostPathVolumeSource{Path: marker, Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}})
 	// A watch sees the status that says Stalled: the restart that follows turns it False
 	// within a sync or two.
-	ctx, cancel := context.WithTimeout(context.Background(), realTimeout)
-	defer cancel()
-	w, err := env.jobs.BatchV1beta1().GenericJobs(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", job.Name).String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	events := watchGenericJob(t, ns, job.Name)
 	createJob(t, ns, job)
 	var stalled *batch.GenericJob
-	for ev := range w.ResultChan() {
+	for ev := range events {
 		if j, ok := ev.Object.(*batch.GenericJob); ok && (j.Status.ConditionTrue(batch.JobConditionStalled) || j.Status.Finished()) {
 			stalled = j
 			break
@@ -96,9 +87,9 @@ func TestRealStalledJobRestartsWhole(t *testing.T) {
 	if c := done.Status.Condition(batch.JobConditionStalled); c.Status != corev1.ConditionFalse {
 		t.Errorf("the Stalled condition once the job ran on: %+v, want False", c)
 	}
-	events := eventsOf(t, ns, job.Name)
-	if !strings.Contains(events, "Stalled: ") || !strings.Contains(events, "RestartingJob: Restarting every replica together (spec.progressDeadlineSeconds)") {
-		t.Errorf("events:\n%s\nwant a Stalled Warning and the whole job's restart by the progress deadline", events)
+	told := eventsOf(t, ns, job.Name)
+	if !strings.Contains(told, "Stalled: ") || !strings.Contains(told, "RestartingJob: Restarting every replica together (spec.progressDeadlineSeconds)") {
+		t.Errorf("events:\n%s\nwant a Stalled Warning and the whole job's restart by the progress deadline", told)
 	}
 	if log := containerLogs(ns, job.Name+"-worker-1", "worker"); !strings.Contains(log, "all-reduce sum 3, want 3") {
 		t.Errorf("worker-1's second life:\n%s", log)

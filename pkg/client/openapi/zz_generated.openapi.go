@@ -1721,7 +1721,7 @@ func schema_pkg_apis_batch_v1beta1_JobProgress(ref common.ReferenceCallback) com
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "JobProgress is how far a job's training has come, as its replicas report it to the controller's progress endpoint (docs/failures.md, \"Progress\"). Its fields but the replicas' list are those of the slowest reporting replica (the least step, or the least percentage): a synchronous job moves at its slowest member's pace.",
+				Description: "JobProgress is how far a job's training has come, as its replicas report it to the controller's progress endpoint (docs/progress.md). Its fields but the replicas' list are those of the slowest reporting replica (the least step, or the least percentage): a synchronous job moves at its slowest member's pace.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"progressPercentage": {

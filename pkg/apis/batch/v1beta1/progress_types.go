@@ -6,7 +6,7 @@ import (
 )
 
 // JobProgress is how far a job's training has come, as its replicas report it to the
-// controller's progress endpoint (docs/failures.md, "Progress"). Its fields but the
+// controller's progress endpoint (docs/progress.md). Its fields but the
 // replicas' list are those of the slowest reporting replica (the least step, or the least
 // percentage): a synchronous job moves at its slowest member's pace.
 type JobProgress struct {

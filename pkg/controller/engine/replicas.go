@@ -152,10 +152,11 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 			r.view.Lost = prev.UID != "" && prev.Phase != batch.ReplicaCreating && prev.Phase != batch.ReplicaDeleted
 			r.view.Phase = batch.ReplicaCreating
 			if r.view.Lost {
-				if last := x.gone[prev.UID]; last != nil && x.applyRule(r, last, true) {
+				last := x.gone[prev.UID] // its last state, when its deletion was seen
+				if last != nil && x.applyRule(r, last, true) {
 					break
 				}
-				r.view.Disruption = x.disrupt(r, x.gone[prev.UID])
+				r.view.Disruption = x.disrupt(r, last)
 			}
 		}
 	}
@@ -324,7 +325,8 @@ func wantsRestart(g Group, s batch.ReplicaStatus) bool {
 	case batch.RestartOnFailure:
 		return failed
 	case batch.RestartExitCode:
-		// The preset rule (exitCodePreset): any container's non-zero code, as rules read it.
+		// The preset rule it is (docs/failures.md): any container's non-zero code, as rules
+		// read it.
 		return failed && slices.ContainsFunc(s.Containers, func(c batch.ContainerStatus) bool {
 			return c.ExitCode != nil && *c.ExitCode != 0 && retryableExitCodes[*c.ExitCode]
 		})

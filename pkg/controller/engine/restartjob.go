@@ -23,7 +23,7 @@ import (
 // barrier while old pods remain. With spec.restartScope: Job every restart and replacement
 // does; otherwise only a failure policy rule's RestartJob, or a stall's default, does, and
 // counts one restart, of the job and of the replica that caused it: the others are
-// restarted with it, counted as neither.
+// restarted with it, counted as disruptions (RestartedWithJob).
 func (x *decider) restartJob(all []*replica) {
 	cause := x.jobRestartCause(all)
 	counted := cause != nil && cause.action == restartNow

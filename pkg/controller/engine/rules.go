@@ -264,17 +264,3 @@ type RuleDecision struct {
 	// Ending says how the replica ended: "worker-1 failed with exit code 42".
 	Ending string
 }
-
-// exitCodePreset is the rule the ExitCode restart policy is (docs/failures.md): a replica of
-// the type that fails with 130 (SIGINT), 137 (SIGKILL), 138 or 143 (SIGTERM) in any
-// container is restarted, other failures are not. wantsRestart carries it out; a fuzz test
-// holds the two the same.
-func exitCodePreset(replicaType string) batch.FailurePolicyRule {
-	codes := make([]int32, 0, len(retryableExitCodes))
-	for c := range retryableExitCodes {
-		codes = append(codes, c)
-	}
-	slices.Sort(codes)
-	return batch.FailurePolicyRule{Name: "exit-code", Action: batch.RestartReplica, ReplicaTypes: []string{replicaType},
-		OnExitCodes: &batch.ExitCodesRequirement{Operator: batch.ExitCodesIn, Values: codes}}
-}

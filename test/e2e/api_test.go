@@ -222,7 +222,7 @@ func TestKubectlGet(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	header := strings.Fields(strings.SplitN(out, "\n", 2)[0])
-	if strings.Join(header, " ") != "NAME PHASE RUNNING SUCCEEDED FAILED AGE" {
+	if strings.Join(header, " ") != "NAME PHASE RUNNING SUCCEEDED FAILED PROGRESS AGE" {
 		t.Errorf("kubectl get gj columns: %v", header)
 	}
 }

@@ -29,6 +29,18 @@ type CachedPod struct {
 	// the pod was evicted, preempted or its node went, not failed (disruption.go). nil for
 	// almost every pod.
 	Disruption *corev1.PodCondition
+	// Others are the pod's conditions of types Kubernetes does not set itself (a readiness
+	// gate's, a node problem detector's): what failure policy rules may match
+	// (onPodConditions). Their type, status and reason only; nil for almost every pod.
+	Others *[]corev1.PodCondition
+}
+
+// kubernetesConditions are the pod condition types Kubernetes sets on every pod, which
+// CachedPod keeps in its own fields (Ready, Unscheduled, Disruption) or not at all.
+var kubernetesConditions = map[corev1.PodConditionType]bool{
+	corev1.PodScheduled: true, corev1.PodInitialized: true, corev1.ContainersReady: true, corev1.PodReady: true,
+	corev1.PodReadyToStartContainers: true, corev1.DisruptionTarget: true, terminatedByKueue: true,
+	corev1.PodResizePending: true, corev1.PodResizeInProgress: true,
 }
 
 // CachedContainer is a container's name and state: whether it waits (and why: reason and
@@ -49,6 +61,14 @@ func cachePod(o *corev1.Pod) *CachedPod {
 	if c, ok := disruptionTarget(o); ok {
 		p.Disruption = &corev1.PodCondition{Type: c.Type, Status: corev1.ConditionTrue,
 			Reason: intern(c.Reason), Message: internMessage(c.Message), LastTransitionTime: c.LastTransitionTime}
+	}
+	for _, c := range o.Status.Conditions {
+		if !kubernetesConditions[c.Type] {
+			if p.Others == nil {
+				p.Others = &[]corev1.PodCondition{}
+			}
+			*p.Others = append(*p.Others, corev1.PodCondition{Type: corev1.PodConditionType(intern(string(c.Type))), Status: c.Status, Reason: intern(c.Reason)})
+		}
 	}
 	for _, key := range []string{batch.AnnotationRunMode, batch.AnnotationExcludedNodes} {
 		if v, ok := o.Annotations[key]; ok {
@@ -102,6 +122,9 @@ func (p *CachedPod) Pod() *corev1.Pod {
 	}
 	if p.Disruption != nil {
 		pod.Status.Conditions = append(pod.Status.Conditions, *p.Disruption)
+	}
+	if p.Others != nil {
+		pod.Status.Conditions = append(pod.Status.Conditions, *p.Others...)
 	}
 	pod.Status.ContainerStatuses = make([]corev1.ContainerStatus, len(p.Containers))
 	for i, c := range p.Containers {

@@ -196,3 +196,26 @@ func TestRuleOnDisruption(t *testing.T) {
 		t.Errorf("without rules: outcome %+v, disrupted %v; want it replaced", d.Outcome, d.Disrupted)
 	}
 }
+
+// A condition Kubernetes does not set itself (a readiness gate's, a node problem detector's)
+// survives the pod cache, so that a rule matches it.
+func TestRuleOnACustomConditionThroughTheCache(t *testing.T) {
+	failed := pod("job-worker-0", "w0", corev1.PodFailed, 1)
+	failed.Status.Conditions = append(failed.Status.Conditions,
+		corev1.PodCondition{Type: "example.com/GPUHealthy", Status: corev1.ConditionFalse, Reason: "XidError", Message: "Xid 79 on GPU 3"},
+		corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionFalse})
+	trimmed, _ := TrimChild(failed)
+	cached := asPod(trimmed)
+	rule := batch.FailurePolicyRule{Name: "bad-gpu", Action: batch.RestartReplica, AvoidNode: ptr.To(true),
+		OnPodConditions: []batch.PodConditionPattern{{Type: "example.com/GPUHealthy", Status: corev1.ConditionFalse}}}
+	if !ruleMatches(&rule, ending{replicaType: "worker", pod: cached}) {
+		t.Fatalf("the cached pod's conditions %+v: the rule on example.com/GPUHealthy False does not match", cached.Status.Conditions)
+	}
+	if others := trimmed.(*CachedPod).Others; others == nil || len(*others) != 1 || (*others)[0].Message != "" {
+		t.Errorf("the cache keeps %v, want the one custom condition, without its message", others)
+	}
+	plain, _ := TrimChild(pod("job-worker-1", "w1", corev1.PodRunning, 0))
+	if plain.(*CachedPod).Others != nil {
+		t.Error("a pod with no custom condition costs the cache a list")
+	}
+}

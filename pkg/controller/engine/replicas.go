@@ -200,7 +200,12 @@ func (x *decider) carryOut(job Job, r *replica, resumed bool) {
 		x.disrupt(r, r.pod)
 		x.ruleReplaced(r)
 		x.avoidNode(r, r.status.LastTermination)
-		d.DeletePods = append(d.DeletePods, r.pod)
+		switch {
+		case r.pod == nil: // gone already (a rule's Ignore of a pod deleted while it ran)
+			x.createPod(job, r, resumed)
+		case r.pod.DeletionTimestamp == nil:
+			d.DeletePods = append(d.DeletePods, r.pod)
+		}
 	case withJob:
 		if x.finished {
 			return

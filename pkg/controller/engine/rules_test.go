@@ -219,3 +219,23 @@ func TestRuleOnACustomConditionThroughTheCache(t *testing.T) {
 		t.Error("a pod with no custom condition costs the cache a list")
 	}
 }
+
+// A pod deleted while it ran, gone before a sync read it, that an Ignore rule matches (by its
+// last state) is replaced at once; one that is still being deleted is not deleted again.
+func TestIgnoreRuleOnAGonePod(t *testing.T) {
+	plan := rulesPlan(1, batch.RestartNever, batch.FailurePolicyRule{Name: "spot", Action: batch.Ignore,
+		OnPodConditions: []batch.PodConditionPattern{{Type: corev1.DisruptionTarget}}})
+	last := disruptedPod("job-worker-0", "w0", "DeletionByTaintManager")
+	d := mustDecide(t, testJob(running("0")), plan, Children{Gone: map[types.UID]*corev1.Pod{"w0": last}}, nil, now)
+	r := replicaOf(d.Status, "job-worker-0")
+	if len(d.CreatePods) != 1 || len(d.DeletePods) != 0 || r.Disruptions != 1 || r.LastTermination == nil || r.LastTermination.Rule == nil {
+		t.Fatalf("created %v, deleted %d, replica %+v: want the replacement made at once, the rule recorded", names(d.CreatePods), len(d.DeletePods), r)
+	}
+	deleting := disruptedPod("job-worker-0", "w0", "DeletionByTaintManager")
+	deleting.Status.Phase = corev1.PodRunning
+	deleting.DeletionTimestamp = ptr.To(metav1.NewTime(now))
+	d = mustDecide(t, testJob(running("0")), plan, Children{Pods: []*corev1.Pod{deleting}}, nil, now)
+	if len(d.DeletePods) != 0 || replicaOf(d.Status, "job-worker-0").Disruptions != 1 {
+		t.Errorf("deleted %v: a pod being deleted is not deleted again", names(d.DeletePods))
+	}
+}

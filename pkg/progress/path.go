@@ -26,12 +26,10 @@ type JobRef struct {
 func (j JobRef) String() string { return j.Resource + "/" + j.Namespace + "/" + j.Name }
 
 // Path is the URL path of the job's endpoint.
-func Path(j JobRef) string {
-	return "/apis/" + batch.GroupName + "/" + batch.SchemeGroupVersion.Version + "/namespaces/" + j.Namespace + "/" + j.Resource + "/" + j.Name + "/status"
-}
+func Path(j JobRef) string { return batch.StatusPath(j.Resource, j.Namespace, j.Name) }
 
 // Audience is the audience of the tokens the job's pods present.
-func Audience(j JobRef) string { return strings.TrimPrefix(Path(j), "/apis/") }
+func Audience(j JobRef) string { return batch.ProgressAudience(j.Resource, j.Namespace, j.Name) }
 
 // parsePath reads a job from its endpoint's path; ok is false for any other path.
 func parsePath(path string) (j JobRef, ok bool) {

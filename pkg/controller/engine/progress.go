@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
 
 // Where replicas report their progress (docs/progress.md): when the controller serves the
@@ -61,11 +63,11 @@ func (c *Controller) planProgress(job Job, plan *Plan) {
 	if p == nil {
 		return
 	}
-	gvk := c.adapter.GroupVersionKind()
 	// The job's status subresource, as the API server names it: pkg/progress serves the same
 	// path and checks the same audience.
-	path := "/apis/" + gvk.Group + "/" + gvk.Version + "/namespaces/" + job.GetNamespace() + "/" + strings.ToLower(gvk.Kind) + "s/" + job.GetName() + "/status"
-	plan.Progress = &ProgressPlan{URL: strings.TrimSuffix(p.URL, "/") + path, Audience: strings.TrimPrefix(path, "/apis/"),
+	resource := strings.ToLower(c.adapter.GroupVersionKind().Kind) + "s"
+	plan.Progress = &ProgressPlan{URL: strings.TrimSuffix(p.URL, "/") + batch.StatusPath(resource, job.GetNamespace(), job.GetName()),
+		Audience:  batch.ProgressAudience(resource, job.GetNamespace(), job.GetName()),
 		ConfigMap: progressConfigMap(job.GetName())}
 	plan.Objects = append(plan.Objects, PlannedChild{Kind: ConfigMapKind, Name: plan.Progress.ConfigMap,
 		Build: func(metav1.Object) (metav1.Object, error) {

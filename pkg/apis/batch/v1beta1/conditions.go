@@ -1,6 +1,10 @@
 package v1beta1
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
 
 // Reading a job's status, as apimachinery's meta.FindStatusCondition reads a
 // []metav1.Condition: what every reader of a job (the engine, the adapters, the admitters,
@@ -38,4 +42,17 @@ func (s *JobStatus) Replica(name string) ReplicaStatus {
 		}
 	}
 	return ReplicaStatus{}
+}
+
+// StatusPath is the URL path of a job's status subresource, resource being its kind's plural
+// (genericjobs, ...). The controller's progress endpoint takes a job's reports at the same
+// path, and the tokens its pods report with are for ProgressAudience (docs/progress.md).
+func StatusPath(resource, namespace, name string) string {
+	return "/apis/" + GroupName + "/" + SchemeGroupVersion.Version + "/namespaces/" + namespace + "/" + resource + "/" + name + "/status"
+}
+
+// ProgressAudience is the audience of the tokens a job's pods report progress with: its
+// status path, less /apis/, so that one job's token is refused by every other's endpoint.
+func ProgressAudience(resource, namespace, name string) string {
+	return strings.TrimPrefix(StatusPath(resource, namespace, name), "/apis/")
 }

@@ -306,19 +306,9 @@ func waitWorkloadFinished(t *testing.T, client kueueclient.Interface, ns, name s
 		if err != nil {
 			return false, nil
 		}
-		c := conditionOfWorkload(wl, kueue.WorkloadFinished)
-		return c != nil && c.Status == metav1.ConditionTrue, nil
+		return meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadFinished), nil
 	})
 	return wl
-}
-
-func conditionOfWorkload(wl *kueue.Workload, t string) *metav1.Condition {
-	for i := range wl.Status.Conditions {
-		if wl.Status.Conditions[i].Type == t {
-			return &wl.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // TestKueuePreemption: a higher-priority job preempts a running lower-priority one; the low
@@ -469,7 +459,7 @@ func TestKueueQuotaKeptWhileWorkersRun(t *testing.T) {
 	if want := "the 3 replicas of the job that still run (first-worker-0, first-worker-1, first-worker-2)"; !strings.Contains(events, want) {
 		t.Errorf("first's events do not say %q:\n%s", want, events)
 	}
-	if c := conditionOfWorkload(workloadOf(t, client, ns, "mpijob-first"), kueue.WorkloadFinished); c != nil && c.Status == metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(workloadOf(t, client, ns, "mpijob-first").Status.Conditions, kueue.WorkloadFinished); c != nil && c.Status == metav1.ConditionTrue {
 		t.Fatalf("first's Workload is Finished while its workers run: %+v", c)
 	}
 	// The ended launcher's CPU goes back to the queue at once: a 1-CPU job runs beside
@@ -634,7 +624,7 @@ func TestKueueEveryKind(t *testing.T) {
 			t.Errorf("Workload %s has pod sets %v, want %v", c.name, got, c.podSets)
 		}
 		// PodsReady went True while every replica ran, and stays so once the job ended.
-		if r := conditionOfWorkload(wl, kueue.WorkloadPodsReady); r == nil || r.Status != metav1.ConditionTrue {
+		if r := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPodsReady); r == nil || r.Status != metav1.ConditionTrue {
 			t.Errorf("Workload %s: PodsReady %+v, want True", c.name, r)
 		}
 	}
@@ -734,7 +724,7 @@ func TestKueuePodsReadyTimeoutEvicts(t *testing.T) {
 		if err != nil {
 			return false, nil
 		}
-		reserved := conditionOfWorkload(wl, kueue.WorkloadQuotaReserved)
+		reserved := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved)
 		return len(podNames(t, ns)) == 0 && wl.Status.Admission == nil && reserved != nil && reserved.Status == metav1.ConditionFalse, nil
 	})
 	if want := `t9k_job_queue_evictions_total{kind="GenericJob",reason="PodsReadyTimeout"}`; !controllerMetrics(t).Has(want) {

@@ -215,7 +215,7 @@ func TestMultiKueueRunsPastPodsReadyTimeout(t *testing.T) {
 	createJob(t, ns, job)
 	worker := waitCopyRunning(t, workers, ns, job.Name, "a copy running on a worker")
 	name := "genericjob-" + job.Name
-	admitted := conditionOfWorkload(workloadOf(t, client, ns, name), kueue.WorkloadAdmitted)
+	admitted := meta.FindStatusCondition(workloadOf(t, client, ns, name).Status.Conditions, kueue.WorkloadAdmitted)
 	if admitted == nil || admitted.Status != metav1.ConditionTrue {
 		t.Fatalf("the manager's Workload is not admitted while its copy runs: %+v", admitted)
 	}
@@ -224,7 +224,7 @@ func TestMultiKueueRunsPastPodsReadyTimeout(t *testing.T) {
 	t.Logf("admitted on the manager at %s; watched until %s", admitted.LastTransitionTime.Format(time.TimeOnly), until.Format(time.TimeOnly))
 	for time.Now().Before(until) {
 		wl := workloadOf(t, client, ns, name)
-		if ev := conditionOfWorkload(wl, kueue.WorkloadEvicted); ev != nil && ev.Status == metav1.ConditionTrue {
+		if ev := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadEvicted); ev != nil && ev.Status == metav1.ConditionTrue {
 			t.Fatalf("the manager evicted the job %.1fs after its admission: %s: %s", ev.LastTransitionTime.Sub(admitted.LastTransitionTime.Time).Seconds(), ev.Reason, ev.Message)
 		}
 		if found := copies(context.Background(), workers, ns, job.Name); len(found) != 1 || found[0] != worker {
@@ -233,7 +233,7 @@ func TestMultiKueueRunsPastPodsReadyTimeout(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	wl := workloadOf(t, client, ns, name)
-	if ready := conditionOfWorkload(wl, kueue.WorkloadPodsReady); ready == nil || ready.Status != metav1.ConditionTrue {
+	if ready := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPodsReady); ready == nil || ready.Status != metav1.ConditionTrue {
 		t.Errorf("the manager's Workload of a running copy says PodsReady %+v, want True", ready)
 	} else {
 		t.Logf("PodsReady on the manager %.1fs after its admission", ready.LastTransitionTime.Sub(admitted.LastTransitionTime.Time).Seconds())

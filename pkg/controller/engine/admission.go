@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
@@ -39,6 +40,13 @@ type Admitter interface {
 	// Ended tells the admitter that a job ended outside a decision (its spec cannot run, a
 	// child's name is taken): what it holds for the job can go once no pod runs.
 	Ended(ctx context.Context, job Job, r Report) error
+}
+
+// Forgetter is an Admitter that remembers something of each job in memory (what its events
+// already said). A job deleted while it waits or runs ends through no decision, so nothing
+// else would clear it: Forget is called once the job's deletion is seen.
+type Forgetter interface {
+	Forget(job types.UID)
 }
 
 // Verdict is an admitter's answer for one job in one sync.

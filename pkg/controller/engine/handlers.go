@@ -73,6 +73,13 @@ func (c *Controller) deleteJob(obj any) {
 		c.forget(key)
 		c.queue.Add(key)
 	}
+	if job, ok := obj.(metav1.Object); ok {
+		for _, a := range c.options.Admitters {
+			if f, ok := a.(Forgetter); ok {
+				f.Forget(job.GetUID())
+			}
+		}
+	}
 }
 
 // watchChildren registers the handlers of one kind of child.

@@ -75,3 +75,6 @@ func (s *Stepper) Watches(kind ObjectKind) bool {
 
 // Queue is the controller's workqueue.
 func (s *Stepper) Queue() workqueue.TypedRateLimitingInterface[string] { return s.c.queue }
+
+// Deleted hands the controller the deletion of a job, as its informer's delete event would.
+func (s *Stepper) Deleted(job Job) { s.c.deleteJob(job) }

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 )
@@ -46,6 +47,12 @@ func (a *Admitter) Ended(_ context.Context, job engine.Job, _ engine.Report) err
 	a.unplacedWhy.Delete(job.GetUID())
 	a.waiting.Delete(job.GetUID())
 	return nil
+}
+
+// Forget drops what was announced of a deleted job.
+func (a *Admitter) Forget(job types.UID) {
+	a.unplacedWhy.Delete(job)
+	a.waiting.Delete(job)
 }
 
 // sayUnschedulable records a Warning event when the scheduler gives a new reason for not

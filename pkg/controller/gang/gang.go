@@ -62,7 +62,10 @@ type Admitter struct {
 	waiting sync.Map
 }
 
-var _ engine.Admitter = (*Admitter)(nil)
+var (
+	_ engine.Admitter  = (*Admitter)(nil)
+	_ engine.Forgetter = (*Admitter)(nil)
+)
 
 // New makes the admitter. Its informer is taken from the factory now; the caller starts it.
 func New(config Config) *Admitter {

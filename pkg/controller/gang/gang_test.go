@@ -244,6 +244,30 @@ func TestUnschedulableGangSaysWhyOnce(t *testing.T) {
 	}
 }
 
+// A deleted job is forgotten: the admitter keeps no note of what its events said. Shown by
+// the same job read again after its deletion was seen: the scheduler's reason is new to the
+// admitter, and said again.
+func TestDeletedJobIsForgotten(t *testing.T) {
+	s := newGangTest(t, testJob(gangAnnotation, nil), true, Config{})
+	s.Step(t)
+	pg := s.podGroup(t)
+	pg.Status.Conditions = []metav1.Condition{{Type: schedulingv1beta1.PodGroupInitiallyScheduled, Status: metav1.ConditionFalse,
+		Reason: schedulingv1beta1.PodGroupReasonUnschedulable, Message: "0/2 nodes are available: 2 Insufficient cpu.", LastTransitionTime: metav1.NewTime(now)}}
+	if _, err := s.Kube.SchedulingV1beta1().PodGroups("ns").UpdateStatus(context.Background(), pg, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Refresh(t)
+	s.Step(t)
+	if events := drain(s.Events); !strings.Contains(events, reasonUnschedulable) {
+		t.Fatalf("events %q, want %s", events, reasonUnschedulable)
+	}
+	s.St.Deleted(s.Job(t))
+	s.Step(t)
+	if events := drain(s.Events); !strings.Contains(events, reasonUnschedulable) {
+		t.Errorf("events %q after the job's deletion: the admitter still remembers the reason it said", events)
+	}
+}
+
 // A worker of a running gang that fails is restarted in a new pod that joins the same
 // PodGroup: kube-scheduler counts the members that still run toward the gang's quorum, so it
 // is placed at once (docs/gang.md, "A restarted replica").

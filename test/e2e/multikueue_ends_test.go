@@ -19,6 +19,7 @@ import (
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
+	"github.com/t9k-jobs/t9k-jobs/test/cluster"
 )
 
 // How a job MultiKueue runs ends, and what the manager shows meanwhile (docs/queueing.md,
@@ -279,6 +280,39 @@ func TestMultiKueueWithoutManagedBy(t *testing.T) {
 	}
 	if pods := podNames(t, ns); len(pods) != 0 {
 		t.Errorf("the manager ran pods of a job MultiKueue rejected: %v", pods)
+	}
+}
+
+// TestMultiKueueManagedByInALocalQueue: the converse, a job with spec.managedBy:
+// kueue.x-k8s.io/multikueue in a LocalQueue of the manager's own ClusterQueue, which has no
+// MultiKueue check: Kueue admits it here, nothing would ever run it, and it fails saying so
+// and what to do, its Workload Finished (its quota released).
+func TestMultiKueueManagedByInALocalQueue(t *testing.T) {
+	workers := useMultiKueue(t)
+	client := useKueue(t)
+	ns := mkNamespace(t, workers)
+	if _, err := cluster.CreateObjects(context.Background(), env.dynamic, fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: here, namespace: %s}
+spec: {clusterQueue: %s}
+`, ns, cluster.KueueClusterQueue)); err != nil {
+		t.Fatal(err)
+	}
+	job := multiKueueJob("mk-here", 1)
+	job.Labels[kueue.LabelQueueName] = "here"
+	createJob(t, ns, job)
+	done := waitJob(t, ns, job.Name, "Failed", inPhase(batch.JobFailed))
+	failed := done.Status.Condition(batch.JobConditionFailed)
+	t.Logf("Failed %s: %s", failed.Reason, failed.Message)
+	if failed.Reason != "InvalidSpec" || !strings.Contains(failed.Message, `LocalQueue "here" with no admission check`) {
+		t.Errorf("Failed %s: %q; want InvalidSpec, saying the queue admitted it with no MultiKueue check", failed.Reason, failed.Message)
+	}
+	waitWorkloadFinished(t, client, ns, "genericjob-"+job.Name)
+	if len(copiesOf(context.Background(), workers, ns, job.Name)) != 0 {
+		t.Errorf("a copy of a job its queue does not dispatch was made on a worker")
+	}
+	if pods := podNames(t, ns); len(pods) != 0 {
+		t.Errorf("the manager ran pods of a job another controller is to run: %v", pods)
 	}
 }
 

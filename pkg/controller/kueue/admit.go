@@ -55,6 +55,9 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 	if why := rejectedForManagedBy(job, wl); why != "" {
 		return nil, notForMultiKueue(job, q, why)
 	}
+	if admittedWithoutMultiKueue(job, wl) {
+		return nil, notDispatched(q)
+	}
 	if !a.installed() {
 		return verdict(wl, s), nil
 	}

@@ -116,3 +116,24 @@ func notForMultiKueue(job engine.Job, q *request, why string) error {
 func deactivated(wl *kueue.Workload) bool {
 	return wl != nil && wl.Spec.Active != nil && !*wl.Spec.Active
 }
+
+// The converse: a job with spec.managedBy: kueue.x-k8s.io/multikueue that Kueue admits on
+// this cluster with no admission check at all. No MultiKueue check dispatches it to a worker
+// (its ClusterQueue has none, or its pods request nothing of the flavors that carry one:
+// Kueue keeps only the checks of the flavors it assigns), and its spec.managedBy keeps this
+// controller from running it here: it would hold its quota and never run. It fails, saying
+// so and what to do.
+
+// admittedWithoutMultiKueue reports whether the Workload of a job MultiKueue is to run was
+// admitted here with no admission check.
+func admittedWithoutMultiKueue(job engine.Job, wl *kueue.Workload) bool {
+	return job.JobLifecycle().ManagedBy == batch.MultiKueueControllerName && wl != nil &&
+		meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted) && len(wl.Status.AdmissionChecks) == 0
+}
+
+// notDispatched is the failure of a job admitted without MultiKueue in queue q.
+func notDispatched(q *request) error {
+	return &engine.InvalidSpecError{Message: fmt.Sprintf(
+		"Kueue admitted the job in LocalQueue %q with no admission check, so MultiKueue will not run it on another cluster, and its spec.managedBy: %s keeps this cluster's controller from running it: it would never run. Create it again in a LocalQueue whose ClusterQueue has a MultiKueue admission check (on flavors that cover a resource its pods request, such as pods), or without spec.managedBy to run it on this cluster.",
+		q.localQueue, batch.MultiKueueControllerName)}
+}

@@ -40,7 +40,7 @@ func TestManagedByMultiKueueHasOnlyItsWorkload(t *testing.T) {
 	}
 	waiting(reasonQueued)
 
-	s.kueueDecides(t, admit)
+	s.kueueDecides(t, dispatched)
 	s.Step(t)
 	if pods := s.Pods(t); len(pods) != 0 {
 		t.Errorf("a job MultiKueue manages got %d pods on the manager", len(pods))
@@ -99,13 +99,20 @@ func (s *queueTest) podsReady(t *testing.T, status metav1.ConditionStatus, reaso
 
 // admittedElsewhere is a job MultiKueue runs (spec.managedBy), its Workload admitted on the
 // manager.
+// dispatched admits the Workload of a job MultiKueue runs as Kueue does once MultiKueue's
+// check is Ready: a copy got its reservation on a worker.
+func dispatched(wl *kueue.Workload) {
+	admit(wl)
+	wl.Status.AdmissionChecks = []kueue.AdmissionCheckState{{Name: "multikueue", State: "Ready", Message: `The workload got reservation on "worker1"`}}
+}
+
 func admittedElsewhere(t *testing.T) *queueTest {
 	t.Helper()
 	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
 	job.Spec.ManagedBy = batch.MultiKueueControllerName
 	s := newQueueTest(t, job, true, Config{}, flavors...)
 	s.Step(t)
-	s.kueueDecides(t, admit)
+	s.kueueDecides(t, dispatched)
 	s.Step(t)
 	return s
 }
@@ -400,5 +407,32 @@ func TestDeactivatedWorkloadSaysSo(t *testing.T) {
 	events := drain(s.Events)
 	if !strings.Contains(events, "Deactivated Every pod is gone: handed the admission back to Kueue; Workload genericjob-job is deactivated") || strings.Contains(events, "waits in LocalQueue") {
 		t.Errorf("events:\n%s\nwant the admission handed back, saying the Workload is deactivated", events)
+	}
+}
+
+// A job MultiKueue is to run (spec.managedBy) that Kueue admits here with no admission check
+// (its queue has no MultiKueue check) would never run: no copy is made, and this controller
+// runs nothing of it. It fails, saying so and what to do, and its Workload is Finished.
+func TestManagedByMultiKueueAdmittedWithoutTheCheckFails(t *testing.T) {
+	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
+	job.Spec.ManagedBy = batch.MultiKueueControllerName
+	s := newQueueTest(t, job, true, Config{}, flavors...)
+	s.Step(t)
+	s.kueueDecides(t, admit)
+	s.Step(t)
+	st := s.Job(t).Status
+	failed := st.Condition(batch.JobConditionFailed)
+	if st.Phase != batch.JobFailed || failed.Reason != "InvalidSpec" || !strings.Contains(failed.Message, `LocalQueue "team-a" with no admission check`) ||
+		!strings.Contains(failed.Message, "MultiKueue admission check") {
+		t.Errorf("phase %s, Failed %+v: want Failed, InvalidSpec, naming the queue and the way out", st.Phase, failed)
+	}
+	if events := drain(s.Events); !strings.Contains(events, "Warning InvalidSpec") {
+		t.Errorf("events:\n%s\nwant a Warning InvalidSpec", events)
+	}
+	if wl := s.workload(t); !meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadFinished) {
+		t.Errorf("the Workload's conditions %+v: want Finished, its quota released", wl.Status.Conditions)
+	}
+	if len(s.Pods(t)) != 0 {
+		t.Error("pods made for a job another controller is to run")
 	}
 }

@@ -97,8 +97,6 @@ func (s *queueTest) podsReady(t *testing.T, status metav1.ConditionStatus, reaso
 	}
 }
 
-// admittedElsewhere is a job MultiKueue runs (spec.managedBy), its Workload admitted on the
-// manager.
 // dispatched admits the Workload of a job MultiKueue runs as Kueue does once MultiKueue's
 // check is Ready: a copy got its reservation on a worker.
 func dispatched(wl *kueue.Workload) {
@@ -106,6 +104,8 @@ func dispatched(wl *kueue.Workload) {
 	wl.Status.AdmissionChecks = []kueue.AdmissionCheckState{{Name: "multikueue", State: "Ready", Message: `The workload got reservation on "worker1"`}}
 }
 
+// admittedElsewhere is a job MultiKueue runs (spec.managedBy), its Workload admitted on the
+// manager.
 func admittedElsewhere(t *testing.T) *queueTest {
 	t.Helper()
 	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})

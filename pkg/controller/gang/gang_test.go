@@ -86,6 +86,19 @@ func (s *gangTest) podGroup(t *testing.T) *schedulingv1beta1.PodGroup {
 	return pg
 }
 
+// cannotPlace has the scheduler say on the PodGroup that it cannot place the gang, for want of
+// CPU.
+func (s *gangTest) cannotPlace(t *testing.T) {
+	t.Helper()
+	pg := s.podGroup(t)
+	pg.Status.Conditions = []metav1.Condition{{Type: schedulingv1beta1.PodGroupInitiallyScheduled, Status: metav1.ConditionFalse,
+		Reason: schedulingv1beta1.PodGroupReasonUnschedulable, Message: "0/2 nodes are available: 2 Insufficient cpu.", LastTransitionTime: metav1.NewTime(now)}}
+	if _, err := s.Kube.SchedulingV1beta1().PodGroups("ns").UpdateStatus(context.Background(), pg, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Refresh(t)
+}
+
 // runAll has every pod run and be Ready, as a kubelet would once the gang is bound.
 func (s *gangTest) runAll(t *testing.T) {
 	t.Helper()
@@ -227,13 +240,7 @@ func TestUnschedulableGangSaysWhyOnce(t *testing.T) {
 	s := newGangTest(t, testJob(gangAnnotation, nil), true, Config{})
 	s.Step(t)
 	drain(s.Events)
-	pg := s.podGroup(t)
-	pg.Status.Conditions = []metav1.Condition{{Type: schedulingv1beta1.PodGroupInitiallyScheduled, Status: metav1.ConditionFalse,
-		Reason: schedulingv1beta1.PodGroupReasonUnschedulable, Message: "0/2 nodes are available: 2 Insufficient cpu.", LastTransitionTime: metav1.NewTime(now)}}
-	if _, err := s.Kube.SchedulingV1beta1().PodGroups("ns").UpdateStatus(context.Background(), pg, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s.Refresh(t)
+	s.cannotPlace(t)
 	s.Step(t)
 	if events := drain(s.Events); !strings.Contains(events, "Warning "+reasonUnschedulable) || !strings.Contains(events, "Insufficient cpu") {
 		t.Errorf("events %q, want %s quoting the scheduler", events, reasonUnschedulable)
@@ -250,13 +257,7 @@ func TestUnschedulableGangSaysWhyOnce(t *testing.T) {
 func TestDeletedJobIsForgotten(t *testing.T) {
 	s := newGangTest(t, testJob(gangAnnotation, nil), true, Config{})
 	s.Step(t)
-	pg := s.podGroup(t)
-	pg.Status.Conditions = []metav1.Condition{{Type: schedulingv1beta1.PodGroupInitiallyScheduled, Status: metav1.ConditionFalse,
-		Reason: schedulingv1beta1.PodGroupReasonUnschedulable, Message: "0/2 nodes are available: 2 Insufficient cpu.", LastTransitionTime: metav1.NewTime(now)}}
-	if _, err := s.Kube.SchedulingV1beta1().PodGroups("ns").UpdateStatus(context.Background(), pg, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s.Refresh(t)
+	s.cannotPlace(t)
 	s.Step(t)
 	if events := drain(s.Events); !strings.Contains(events, reasonUnschedulable) {
 		t.Fatalf("events %q, want %s", events, reasonUnschedulable)

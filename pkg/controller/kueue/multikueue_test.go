@@ -105,14 +105,14 @@ func dispatched(wl *kueue.Workload) {
 }
 
 // admittedElsewhere is a job MultiKueue runs (spec.managedBy), its Workload admitted on the
-// manager.
-func admittedElsewhere(t *testing.T) *queueTest {
+// manager as decide says (dispatched: through MultiKueue's check).
+func admittedElsewhere(t *testing.T, decide func(*kueue.Workload)) *queueTest {
 	t.Helper()
 	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
 	job.Spec.ManagedBy = batch.MultiKueueControllerName
 	s := newQueueTest(t, job, true, Config{}, flavors...)
 	s.Step(t)
-	s.kueueDecides(t, dispatched)
+	s.kueueDecides(t, decide)
 	s.Step(t)
 	return s
 }
@@ -123,7 +123,7 @@ func admittedElsewhere(t *testing.T) *queueTest {
 // Workload never said so. A copy that lost a replica waits for its recovery; an admission
 // handed back starts afresh.
 func TestMultiKueueManagerSaysPodsReady(t *testing.T) {
-	s := admittedElsewhere(t)
+	s := admittedElsewhere(t, dispatched)
 	s.podsReady(t, metav1.ConditionFalse, "WaitForStart")
 	s.copyStatus(t, batch.ReplicaRunning, batch.ReplicaPending, batch.ReplicaRunning)
 	s.Step(t)
@@ -204,7 +204,7 @@ func testPrebuiltWorkloadIsAdopted(t *testing.T, job *batch.GenericJob) {
 // removes the copy), says it is paused once the Workload is gone, and on resume is queued
 // anew.
 func TestPausedMultiKueueJobSaysSo(t *testing.T) {
-	s := admittedElsewhere(t)
+	s := admittedElsewhere(t, dispatched)
 	s.copyStarted(t)
 	s.editSpec(t, func(job *batch.GenericJob) { job.Spec.RunMode = &batch.RunMode{Pause: &batch.PauseMode{Enabled: true}} })
 	s.Step(t)
@@ -262,7 +262,7 @@ func (s *queueTest) exists(t *testing.T) bool {
 // the manager, the job waits for MultiKueue to finish its Workload (it copies the end first,
 // then finishes the Workload); a Workload that holds no quota holds nothing.
 func TestMultiKueueManagerTTLWaitsForTheWorkload(t *testing.T) {
-	s := admittedElsewhere(t)
+	s := admittedElsewhere(t, dispatched)
 	s.succeeded(t, 0)
 	s.Step(t)
 	if !s.exists(t) {
@@ -414,12 +414,7 @@ func TestDeactivatedWorkloadSaysSo(t *testing.T) {
 // (its queue has no MultiKueue check) would never run: no copy is made, and this controller
 // runs nothing of it. It fails, saying so and what to do, and its Workload is Finished.
 func TestManagedByMultiKueueAdmittedWithoutTheCheckFails(t *testing.T) {
-	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
-	job.Spec.ManagedBy = batch.MultiKueueControllerName
-	s := newQueueTest(t, job, true, Config{}, flavors...)
-	s.Step(t)
-	s.kueueDecides(t, admit)
-	s.Step(t)
+	s := admittedElsewhere(t, admit)
 	st := s.Job(t).Status
 	failed := st.Condition(batch.JobConditionFailed)
 	if st.Phase != batch.JobFailed || failed.Reason != "InvalidSpec" || !strings.Contains(failed.Message, `LocalQueue "team-a" with no admission check`) ||

@@ -2,7 +2,7 @@ package engine
 
 import (
 	"strings"
-	"sync"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -11,60 +11,32 @@ import (
 
 // Every decoded object brings its own copy of each string: the same label keys on every pod,
 // the same condition types, reasons and messages on every job. The caches' transforms replace
-// such strings, those drawn from small sets, by one shared copy. Strings unique to an object
-// (names, UIDs) are never interned.
-
-// internLimit bounds the table: strings past it are kept as decoded (a user's labels are not
-// a small set).
-const internLimit = 4096
+// such strings by one shared copy, Go's unique package's: its table holds each string only
+// while some object still uses the copy it handed out, so a controller that runs for months
+// shares the strings of today's objects as it did those of its first, and a user's labels,
+// which are no small set, cost the table nothing once their objects are gone. Strings unique
+// to an object (names, UIDs) are never interned.
 
 // internMaxLen leaves long strings (a failure's message) as decoded.
 const internMaxLen = 128
 
-// Messages that the scheduler and the kubelet write on pods are longer ("0/40 nodes are
-// available: 40 Insufficient cpu. preemption: ...") yet the same on every pod of a burst that
-// waits: a table of their own shares them, bounded too (at most 512 KiB), so that they cannot
-// crowd the short strings out of the first.
-const (
-	messageLimit  = 512
-	messageMaxLen = 1024
-)
-
-// stringTable holds the shared copies, up to limit strings of at most maxLen bytes.
-type stringTable struct {
-	sync.Mutex
-	table         map[string]string
-	limit, maxLen int
-}
-
-var (
-	interned         = &stringTable{limit: internLimit, maxLen: internMaxLen}
-	internedMessages = &stringTable{limit: messageLimit, maxLen: messageMaxLen}
-)
+// messageMaxLen is internMaxLen for the messages the scheduler and the kubelet write on pods:
+// longer ("0/40 nodes are available: 40 Insufficient cpu. preemption: ..."), yet the same on
+// every pod of a burst that waits.
+const messageMaxLen = 1024
 
 // intern returns the shared copy of s.
-func intern(s string) string { return interned.share(s) }
+func intern(s string) string { return share(s, internMaxLen) }
 
 // internMessage returns the shared copy of a message the scheduler or the kubelet wrote on a
 // pod.
-func internMessage(s string) string { return internedMessages.share(s) }
+func internMessage(s string) string { return share(s, messageMaxLen) }
 
-func (t *stringTable) share(s string) string {
-	if s == "" || len(s) > t.maxLen {
+func share(s string, maxLen int) string {
+	if s == "" || len(s) > maxLen {
 		return s
 	}
-	t.Lock()
-	defer t.Unlock()
-	if shared, ok := t.table[s]; ok {
-		return shared
-	}
-	if t.table == nil {
-		t.table = map[string]string{}
-	}
-	if len(t.table) < t.limit {
-		t.table[s] = s
-	}
-	return s
+	return unique.Make(s).Value()
 }
 
 // internKeys makes a map's keys shared copies.

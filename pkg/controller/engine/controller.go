@@ -65,9 +65,9 @@ type Controller struct {
 	// endSeen holds, per pod UID, when the pod was first seen ended: restart backoffs count
 	// from there (a container's finishedAt has one-second resolution).
 	endSeen sync.Map // types.UID -> time.Time
-	// gone holds, per pod UID, the last state of a disrupted pod whose deletion was seen
-	// before its job's sync read it (gone.go).
-	gone sync.Map // types.UID -> gonePod
+	// gone holds, per job, the last state of its disrupted pods whose deletion was seen
+	// before its sync read them (gone.go).
+	gone goneMemory
 	// announced holds, per job key, the reasons its waiting replicas were announced for
 	// (waitevents.go), while they wait.
 	announced sync.Map // key -> []string
@@ -291,9 +291,7 @@ func (c *Controller) decideAndApply(ctx context.Context, key string, job Job) (t
 		}
 	}
 	// The status now tells how the gone pods ended.
-	for uid := range children.Gone {
-		c.gone.Delete(uid)
-	}
+	c.gone.forget(job.GetUID(), children.Gone)
 	klog.FromContext(ctx).V(4).Info("Synced", "kind", c.kind, "job", key, "phase", d.Status.Phase, "created", len(d.CreatePods)+len(d.CreateObjects),
 		"updated", len(d.UpdateObjects), "deleted", len(d.DeletePods)+len(d.DeleteObjects))
 	return d.RequeueAfter, nil

@@ -3,9 +3,11 @@ package engine
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
@@ -35,7 +37,37 @@ func TestPodDeletedBeforeItsDisruptionWasRead(t *testing.T) {
 	if r.Disruptions != 1 || r.RestartCount != 0 || r.LastTermination == nil || r.LastTermination.Reason != "PreemptionByScheduler" {
 		t.Fatalf("replica %+v, last termination %+v; want one disruption, PreemptionByScheduler", r, r.LastTermination)
 	}
-	if gone := s.c.goneOf("job-uid"); len(gone) != 0 {
+	if gone := s.c.gone.of("job-uid"); len(gone) != 0 {
 		t.Errorf("the recorded pod is still remembered: %v", gone)
+	}
+}
+
+// The memory of gone pods answers for one job only, forgets what its job's status recorded
+// and everything of a deleted job, and drops what no sync took within goneTTL.
+func TestGoneMemoryIsKeptByJob(t *testing.T) {
+	var m goneMemory
+	podOf := func(uid types.UID) *corev1.Pod { return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}} }
+	m.remember("a", podOf("a-0"), now)
+	m.remember("a", podOf("a-1"), now)
+	m.remember("b", podOf("b-0"), now)
+	if got := m.of("a"); len(got) != 2 || got["a-0"] == nil || got["a-1"] == nil {
+		t.Fatalf("job a's gone pods: %v, want a-0 and a-1", got)
+	}
+	m.forget("a", map[types.UID]*corev1.Pod{"a-0": nil})
+	if got := m.of("a"); len(got) != 1 || got["a-1"] == nil {
+		t.Errorf("after a's sync recorded a-0: %v, want a-1 alone", got)
+	}
+	m.forgetJob("a")
+	if got := m.of("a"); got != nil {
+		t.Errorf("job a deleted: %v remembered", got)
+	}
+	// b's pod is never synced away (its job was deleted with its pods, unseen): a later
+	// deletion past goneTTL sweeps it.
+	m.remember("c", podOf("c-0"), now.Add(goneTTL+time.Second))
+	if got := m.of("b"); got != nil {
+		t.Errorf("b-0 remembered past goneTTL: %v", got)
+	}
+	if len(m.jobs) != 1 {
+		t.Errorf("jobs remembered: %v, want c alone", m.jobs)
 	}
 }

@@ -74,6 +74,7 @@ func (c *Controller) deleteJob(obj any) {
 		c.queue.Add(key)
 	}
 	if job, ok := obj.(metav1.Object); ok {
+		c.gone.forgetJob(job.GetUID())
 		for _, a := range c.options.Admitters {
 			if f, ok := a.(Forgetter); ok {
 				f.Forget(job.GetUID())

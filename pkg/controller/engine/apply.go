@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -130,6 +131,26 @@ func (c *Controller) failJob(ctx context.Context, key string, job Job, children 
 		job = failed
 	}
 	return c.ended(ctx, job)
+}
+
+// withCreated is a job's children with those a decision created before its apply failed,
+// by the UIDs the API server gave them: a failure found half-way (a name another object
+// holds) stops the pods and Services made in the same sync too, not only those listed before.
+func withCreated(children Children, d *Decision) Children {
+	out := children
+	out.Pods = slices.Clone(children.Pods)
+	for _, p := range d.CreatePods {
+		if p.UID != "" {
+			out.Pods = append(out.Pods, p)
+		}
+	}
+	out.Objects = slices.Clone(children.Objects)
+	for _, o := range d.CreateObjects {
+		if o.GetUID() != "" {
+			out.Objects = append(out.Objects, o)
+		}
+	}
+	return out
 }
 
 // replicaServices are the live Services among objects that belong to a replica.

@@ -272,7 +272,7 @@ func (c *Controller) decideAndApply(ctx context.Context, key string, job Job) (t
 	var taken *NameTakenError
 	switch {
 	case errors.As(err, &taken):
-		return 0, c.failJob(ctx, key, done, children, "NameTaken", taken)
+		return 0, c.failJob(ctx, key, done, withCreated(children, d), "NameTaken", taken)
 	case err != nil:
 		return 0, err
 	}

@@ -9,7 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
@@ -69,5 +72,56 @@ func TestAFailureFoundWhilePlanningIsADecision(t *testing.T) {
 	cached, _ := s.c.adapter.Get("ns", "job")
 	if cached.JobStatus().Phase != batch.JobRunning {
 		t.Errorf("the cached job's phase became %q: a sync must not write into the cache", cached.JobStatus().Phase)
+	}
+}
+
+// A job that finds a child's name held by another object fails, and the pods its sync made
+// before it found out stop with it: they were not in the cache the sync started from.
+func TestANameTakenStopsThePodsMadeInTheSameSync(t *testing.T) {
+	s := newStallTest(t, testJob(batch.JobStatus{}))
+	s.c.adapter = &planOverride{Adapter: s.c.adapter, plan: func() *Plan {
+		return &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: allSucceed,
+			ServicePorts: []corev1.ServicePort{{Name: "http", Port: 80}}}
+	}}
+	kube := s.c.clients.Kube.(*kubefake.Clientset)
+	kube.PrependReactor("create", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if obj, ok := action.(k8stesting.CreateAction).GetObject().(metav1.Object); ok && obj.GetUID() == "" {
+			obj.SetUID(types.UID("uid-" + obj.GetName())) // as the API server would
+		}
+		return false, nil, nil
+	})
+	// Someone else's Service holds the name of the replica's.
+	if _, err := kube.CoreV1().Services("ns").Create(context.Background(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "job-worker-0", Namespace: "ns"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kube.ClearActions()
+
+	if _, err := s.c.sync(context.Background(), "ns/job"); err != nil {
+		t.Fatal(err)
+	}
+	job, err := s.jobs.BatchV1beta1().GenericJobs("ns").Get(context.Background(), "job", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Status.Phase != batch.JobFailed || job.Status.Condition(batch.JobConditionFailed).Reason != "NameTaken" {
+		t.Fatalf("status: phase %q, conditions %+v; want Failed, NameTaken", job.Status.Phase, job.Status.Conditions)
+	}
+	var createdPod, deletedPod bool
+	for _, a := range kube.Actions() {
+		if a.GetResource().Resource != "pods" {
+			continue
+		}
+		switch a.GetVerb() {
+		case "create":
+			createdPod = true
+		case "delete":
+			deletedPod = a.(k8stesting.DeleteAction).GetName() == "job-worker-0"
+		}
+	}
+	if !createdPod || !deletedPod {
+		t.Errorf("pod created %v, deleted %v: the pod made beside the Service must stop with the failed job", createdPod, deletedPod)
+	}
+	if _, err := kube.CoreV1().Pods("ns").Get(context.Background(), "job-worker-0", metav1.GetOptions{}); err == nil {
+		t.Error("job-worker-0 still runs on a failed job")
 	}
 }

@@ -118,7 +118,10 @@ func childKind[T metav1.Object](kind ObjectKind, group, resource string, beforeP
 		Kind: kind, Group: group, Resource: resource, BeforePods: beforePods, Informer: informer,
 		is: func(o metav1.Object) bool { _, ok := o.(T); return ok },
 		create: func(ctx context.Context, c Clients, o metav1.Object) error {
-			_, err := clientFor(c, o.GetNamespace()).Create(ctx, o.(T), metav1.CreateOptions{FieldManager: FieldManager})
+			made, err := clientFor(c, o.GetNamespace()).Create(ctx, o.(T), metav1.CreateOptions{FieldManager: FieldManager})
+			if err == nil {
+				o.SetUID(made.GetUID()) // what a failure later in the same sync deletes it by
+			}
 			return err
 		},
 		update: func(ctx context.Context, c Clients, o metav1.Object) error {

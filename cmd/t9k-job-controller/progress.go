@@ -141,5 +141,5 @@ func startProgress(ctx context.Context, o options, kube kubernetes.Interface, jo
 	}
 	jobFactory.Start(ctx.Done())
 	children.Kube.Start(ctx.Done())
-	return &engine.ProgressEndpoint{URL: p.baseURL(namespace), CA: certs.CA}, nil
+	return &engine.ProgressEndpoint{URL: p.baseURL(namespace), CA: certs.CA, WriteInterval: p.interval}, nil
 }

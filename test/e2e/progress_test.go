@@ -248,37 +248,11 @@ func TestProgressRefusesForged(t *testing.T) {
 	jobB := progress.JobRef{Resource: "genericjobs", Namespace: ns, Name: "b"}
 
 	// What the pod was told: the URL of its job's endpoint and the CA, in the job's ConfigMap.
-	url := envOf(podA.Spec.Containers[0], "KUBEFLOW_TRAINER_SERVER_URL")
-	if url != controller.progress+progress.Path(jobA) {
-		t.Fatalf("a-worker-0 reports to %q, want %q", url, controller.progress+progress.Path(jobA))
+	to := reporterOf(t, podA)
+	if to.url != controller.progress+progress.Path(jobA) {
+		t.Fatalf("a-worker-0 reports to %q, want %q", to.url, controller.progress+progress.Path(jobA))
 	}
-	cm, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, "a-progress-ca", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM([]byte(cm.Data["ca.crt"])) {
-		t.Fatalf("a-progress-ca's ca.crt is no certificate: %q", cm.Data["ca.crt"])
-	}
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	post := func(url, token, body string) (int, string) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewBufferString(body))
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("posting to %s: %v", url, err)
-		}
-		defer resp.Body.Close()
-		data, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(data)
-	}
-	report := func(percent int) string {
-		return fmt.Sprintf(`{"trainerStatus": {"progressPercentage": %d, "metrics": [{"name": "loss", "value": "0.5"}], "lastUpdatedTime": %q}}`,
-			percent, time.Now().UTC().Format(time.RFC3339))
-	}
+	url, post, report := to.url, to.post, progressReport
 
 	tokenA := mintToken(t, podA, progress.Audience(jobA))
 	if code, body := post(url, tokenA, report(10)); code != http.StatusOK {
@@ -345,7 +319,52 @@ func TestProgressRefusesForged(t *testing.T) {
 		t.Errorf("b's progress: %s, want none", asJSON(p))
 	}
 
-	checkProgressSecret(t, cm.Data["ca.crt"])
+	checkProgressSecret(t, to.ca)
+}
+
+// reporter posts to a job's progress endpoint as its pod would: to the URL the pod was told,
+// trusting the CA the job's ConfigMap holds.
+type reporter struct {
+	t       *testing.T
+	url, ca string
+	client  *http.Client
+}
+
+func reporterOf(t *testing.T, pod *corev1.Pod) *reporter {
+	t.Helper()
+	job := pod.Labels[batch.LabelJobName]
+	cm, err := env.kube.CoreV1().ConfigMaps(pod.Namespace).Get(context.Background(), job+"-progress-ca", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(cm.Data["ca.crt"])) {
+		t.Fatalf("%s-progress-ca's ca.crt is no certificate: %q", job, cm.Data["ca.crt"])
+	}
+	return &reporter{t: t, url: envOf(pod.Spec.Containers[0], "KUBEFLOW_TRAINER_SERVER_URL"), ca: cm.Data["ca.crt"],
+		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}}
+}
+
+// post sends body with token (none: "") to url, and returns the answer's code and body.
+func (r *reporter) post(url, token, body string) (int, string) {
+	r.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewBufferString(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		r.t.Fatalf("posting to %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
+
+// progressReport is a report of percent, as Kubeflow Trainer's protocol has it.
+func progressReport(percent int) string {
+	return fmt.Sprintf(`{"trainerStatus": {"progressPercentage": %d, "metrics": [{"name": "loss", "value": "0.5"}], "lastUpdatedTime": %q}}`,
+		percent, time.Now().UTC().Format(time.RFC3339))
 }
 
 func getPod(t *testing.T, ns, name string) *corev1.Pod {

@@ -10,6 +10,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/features"
 )
 
@@ -37,17 +38,31 @@ func (c *Controller) addJob(obj any) {
 }
 
 // updateJob syncs a changed job, unless only its progress changed: a replica's report
-// decides nothing at once (a stall is found by the clock: Decide asks for a sync at the
-// deadline), and every reporting job would otherwise be synced at every coalesced write.
+// decides nothing at once, and every reporting job would otherwise be synced at every
+// coalesced write. A stall is found by the clock instead (armStallCheck).
 func (c *Controller) updateJob(old, cur any) {
 	if o, ok := old.(Job); ok {
 		if j, ok := cur.(Job); ok && onlyProgressChanged(o, j) {
+			c.armStallCheck(j)
 			if _, waiting := c.written.Load(jobKey(j)); !waiting {
 				return // (a sync that waits for its own write to show is let through)
 			}
 		}
 	}
 	c.addJob(cur)
+}
+
+// armStallCheck asks for a sync when a running job's replicas, reported in its status now,
+// would be stalled should they say nothing more. No other event need come: a replica that
+// reports once and then hangs changes nothing else, and the sync that sees its report is
+// what arms the next timer (stall.go). The queue keeps the earliest of the times asked for
+// a key, so a job that reports often costs one timer, not one per report.
+func (c *Controller) armStallCheck(j Job) {
+	deadline := j.JobLifecycle().ProgressDeadlineSeconds
+	if deadline == nil || *deadline <= 0 || j.JobStatus().Phase != batch.JobRunning {
+		return
+	}
+	c.queue.AddAfter(jobKey(j), Seconds(*deadline)+c.reportLag())
 }
 
 func jobKey(j Job) string { return j.GetNamespace() + "/" + j.GetName() }

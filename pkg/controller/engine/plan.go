@@ -100,8 +100,12 @@ type Plan struct {
 	// replica's failure does (rules.go), and the nodes new pods avoid (nodes.go).
 	FailurePolicy *batch.FailurePolicy
 	// ProgressDeadline calls a running job stalled when a replica that reported progress
-	// then reports nothing this long (0: never; stall.go).
+	// then reports nothing this long (0: never; stall.go). ProgressLag is how late a report
+	// may show in status.progress (the progress writer's interval, the controllers' clocks
+	// apart): a replica is called stalled only once its silence is longer than both, so that
+	// a report taken but not yet written never counts as silence.
 	ProgressDeadline time.Duration
+	ProgressLag      time.Duration
 	// Progress, when the controller serves the progress endpoint, is where the job's pods
 	// report (progress.go); the engine sets it, not the adapter.
 	Progress *ProgressPlan

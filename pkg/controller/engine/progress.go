@@ -2,6 +2,7 @@ package engine
 
 import (
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,6 +31,9 @@ type ProgressEndpoint struct {
 	URL string
 	// CA returns the PEM of the CA pods trust it by; it may change while the controller runs.
 	CA func() []byte
+	// WriteInterval is the least time between two writes of a job's progress: a report
+	// shows in status.progress up to this long after it was taken (stall.go).
+	WriteInterval time.Duration
 }
 
 // The variables, files and names that pods are given.
@@ -53,6 +57,19 @@ type ProgressPlan struct {
 	ConfigMap string
 }
 
+// clockSlack is how far apart the clocks of the controller's replicas may be: a report is
+// stamped by whichever replica took it, and the leader reads the stamp by its own clock.
+const clockSlack = time.Second
+
+// reportLag is how late a report may show in a job's status: the progress writer's interval
+// (a report waits for it after the last write), and the replicas' clocks apart.
+func (c *Controller) reportLag() time.Duration {
+	if p := c.options.Progress; p != nil {
+		return p.WriteInterval + clockSlack
+	}
+	return clockSlack
+}
+
 // progressConfigMap names a job's ConfigMap of the progress endpoint's CA.
 func progressConfigMap(job string) string { return job + "-progress-ca" }
 
@@ -69,6 +86,7 @@ func (c *Controller) planProgress(job Job, plan *Plan) {
 	plan.Progress = &ProgressPlan{URL: strings.TrimSuffix(p.URL, "/") + batch.StatusPath(resource, job.GetNamespace(), job.GetName()),
 		Audience:  batch.ProgressAudience(resource, job.GetNamespace(), job.GetName()),
 		ConfigMap: progressConfigMap(job.GetName())}
+	plan.ProgressLag = c.reportLag()
 	plan.Objects = append(plan.Objects, PlannedChild{Kind: ConfigMapKind, Name: plan.Progress.ConfigMap,
 		Build: func(metav1.Object) (metav1.Object, error) {
 			return &corev1.ConfigMap{Data: map[string]string{progressCAKey: string(p.CA())}}, nil

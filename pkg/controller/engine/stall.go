@@ -17,6 +17,11 @@ import (
 // job restarts where the stalled replica's restart policy and limits allow a restart, and
 // fails otherwise. A replica that never reported is never called stalled, nor is one whose
 // pod is new since its last report (a restart starts the count again).
+//
+// A report is in status.progress up to Plan.ProgressLag after it was taken, so a replica is
+// called stalled once it has been silent for the deadline plus that lag: only then does the
+// status prove the silence. The first report of a job syncs nothing (updateJob): the handler
+// that sees it asks for the sync that would find the stall (armStallCheck).
 
 // ReasonProgressDeadlineExceeded is the reason of the Stalled condition while it is True.
 const ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
@@ -42,8 +47,8 @@ func (x *decider) stalls(old *batch.JobStatus, all []*replica) string {
 			continue
 		}
 		silent := x.now.Sub(p.ReportTime.Time)
-		if silent < deadline {
-			x.d.RequeueAfter = minPositive(x.d.RequeueAfter, deadline-silent)
+		if silent < deadline+x.plan.ProgressLag {
+			x.d.RequeueAfter = minPositive(x.d.RequeueAfter, deadline+x.plan.ProgressLag-silent)
 			continue
 		}
 		r.stalled = fmt.Sprintf("reported no progress for %s (spec.progressDeadlineSeconds: %d)", silent.Round(time.Second), int64(deadline/time.Second))

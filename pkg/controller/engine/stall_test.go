@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +161,59 @@ func TestStalledPodsStillSeenRunning(t *testing.T) {
 		if r.Phase != batch.ReplicaDeleted {
 			t.Errorf("%s: %s, want Deleted until its pod is gone", r.Name, r.Phase)
 		}
+	}
+}
+
+// A job whose replicas report once and then fall silent is found stalled with no other event:
+// the report itself syncs nothing, yet the handler that sees it asks for the sync that finds
+// the stall, at the deadline plus the time a report may take to show (Plan.ProgressLag).
+func TestAReportAloneArmsTheStallCheck(t *testing.T) {
+	old := testJob(statusWith(batch.JobRunning, replicaStatus("job-worker-0", "pod-uid", batch.ReplicaRunning, 0)))
+	old.Spec.ProgressDeadlineSeconds = ptr.To[int64](6)
+	s := newStallTest(t, old)
+	s.c.adapter = &planOverride{Adapter: s.c.adapter, plan: func() *Plan {
+		return &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: allSucceed, ProgressDeadline: 6 * time.Second, ProgressLag: s.c.reportLag()}
+	}}
+	p := s.ownedPod(t, corev1.PodRunning)
+	cur := old.DeepCopy()
+	cur.ResourceVersion = "2"
+	cur.Status.Progress = &batch.JobProgress{Replicas: []batch.ReplicaProgress{{UID: p.UID, ProgressPercentage: ptr.To[int32](20), ReportTime: metav1.NewTime(now)}}}
+	if err := s.c.adapter.Informer().GetIndexer().Update(cur); err != nil {
+		t.Fatal(err)
+	}
+	s.c.updateJob(old, cur)
+	if n := s.c.queue.Len(); n != 0 {
+		t.Fatalf("a report alone queued the job at once (%d keys): it decides nothing now", n)
+	}
+	if !s.comesBack(t, 6*time.Second+s.c.reportLag()) {
+		t.Fatal("the job was not synced at its progress deadline: a replica that reports once and hangs would never be called stalled")
+	}
+	if !s.c.processNext(context.Background()) {
+		t.Fatal("queue shut down")
+	}
+	job, err := s.jobs.BatchV1beta1().GenericJobs("ns").Get(context.Background(), "job", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Status.Phase != batch.JobFailed || job.Status.Condition(batch.JobConditionFailed).Reason != string(batch.ReasonStalled) ||
+		!job.Status.ConditionTrue(batch.JobConditionStalled) {
+		t.Errorf("after the deadline: phase %s, conditions %+v; want Failed, Stalled", job.Status.Phase, job.Status.Conditions)
+	}
+}
+
+// A replica is called stalled only once its silence is longer than the deadline and the lag
+// of the status behind its reports: a report taken and not yet written is no silence.
+func TestStallWaitsForTheReportLag(t *testing.T) {
+	plan := stallPlan(batch.RestartOnFailure)
+	plan.ProgressLag = 6 * time.Second
+	job := testJob(reported(map[string]time.Duration{"job-worker-0": time.Minute + 5*time.Second, "job-worker-1": time.Minute + 7*time.Second}, nil))
+	d := mustDecide(t, job, plan, runningPods(), nil, now)
+	if !strings.Contains(d.Stalled, "job-worker-1") || strings.Contains(d.Stalled, "job-worker-0") {
+		t.Fatalf("stalled %q: want worker-1 alone, silent past the deadline and the lag", d.Stalled)
+	}
+	job = testJob(reported(map[string]time.Duration{"job-worker-0": time.Minute + 5*time.Second}, nil))
+	d = mustDecide(t, job, plan, runningPods(), nil, now)
+	if d.Stalled != "" || d.RequeueAfter != time.Second {
+		t.Errorf("stalled %q, requeue after %s: want none yet, and a sync in 1s", d.Stalled, d.RequeueAfter)
 	}
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/t9k-jobs/t9k-jobs/examples"
@@ -191,4 +193,62 @@ func TestGangMPIJob(t *testing.T) {
 	nodes.add()
 	nodes.add()
 	waitStatus(t, "Succeeded", mpiStatus(ns, job.Name), func(s *batch.JobStatus) bool { return s.Phase == batch.JobSucceeded })
+}
+
+// TestGangMinCountChange: a gang that does not fit (3 pods of 3 CPUs, 2 nodes of 4) is given a
+// lower spec.scheduling.schedulingPolicy.gang.minCount while it waits: its unplaced pods and its
+// PodGroup are made again with the new count, though kube-controller-manager keeps a PodGroup
+// any pod joins, and 2 pods are bound. Raised again while those run, the count waits: the
+// PodGroup keeps 2, the running pods keep their UIDs, and an event says so (docs/gang.md, "A
+// new minCount").
+func TestGangMinCountChange(t *testing.T) {
+	skipWithoutGangs(t)
+	ns := namespace(t)
+	nodes := newGangNodes(t, ns)
+	nodes.add()
+	nodes.add()
+	job := gangJob(nodes, "regroup", false)
+	job.Spec.Scheduling = &batch.SchedulingConfiguration{SchedulingPolicy: &batch.PodGroupSchedulingPolicy{Gang: &batch.GangSchedulingPolicy{MinCount: ptr.To[int32](3)}}}
+	createJob(t, ns, job)
+	waitHeldBack(t, ns, "regroup-", 3)
+
+	setMinCount := func(n int) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"spec":{"scheduling":{"schedulingPolicy":{"gang":{"minCount":%d}}}}}`, n)
+		if _, err := env.jobs.BatchV1beta1().GenericJobs(ns).Patch(context.Background(), "regroup", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setMinCount(2)
+	waitFor(t, "the PodGroup made again with minCount 2, and 2 pods bound", jobTimeout, func(ctx context.Context) (bool, error) {
+		pg, err := env.kube.SchedulingV1beta1().PodGroups(ns).Get(ctx, "genericjob-regroup", metav1.GetOptions{})
+		if err != nil || pg.DeletionTimestamp != nil || pg.Spec.SchedulingPolicy.Gang == nil || pg.Spec.SchedulingPolicy.Gang.MinCount != 2 {
+			return false, nil
+		}
+		pods := jobPods(t, ns, "regroup-")
+		return len(pods) == 3 && len(slices.DeleteFunc(slices.Clone(pods), func(p corev1.Pod) bool { return p.Spec.NodeName == "" })) == 2, nil
+	})
+	if why := jobEvent(t, ns, "regroup", "GangChanging"); !strings.Contains(why, "minCount 3, now 2") {
+		t.Errorf("GangChanging says %q, want the change", why)
+	}
+
+	running := map[string]types.UID{}
+	for _, p := range jobPods(t, ns, "regroup-") {
+		if p.Spec.NodeName != "" {
+			running[p.Name] = p.UID
+		}
+	}
+	setMinCount(3)
+	if why := jobEvent(t, ns, "regroup", "GangChangePending"); !strings.Contains(why, "keeps minCount 2") {
+		t.Errorf("GangChangePending says %q, want the PodGroup's count kept", why)
+	}
+	pg, err := env.kube.SchedulingV1beta1().PodGroups(ns).Get(context.Background(), "genericjob-regroup", metav1.GetOptions{})
+	if err != nil || pg.DeletionTimestamp != nil || pg.Spec.SchedulingPolicy.Gang.MinCount != 2 {
+		t.Fatalf("the running gang's PodGroup: %v, %+v; want it kept with minCount 2", err, pg)
+	}
+	for name, uid := range running {
+		if p := getPod(t, ns, name); p.UID != uid || p.DeletionTimestamp != nil {
+			t.Errorf("%s was replaced or is being deleted for the new count", name)
+		}
+	}
 }

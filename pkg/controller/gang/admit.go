@@ -8,12 +8,16 @@ import (
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 )
 
 // note is what Admit leaves for Decided.
 type note struct {
 	request *request
+	// pending: the job asks for another gang than the running one's PodGroup, which keeps
+	// its count until the gang's pods are all gone.
+	pending *countChange
 }
 
 // Admit completes the plan of a job that asks for a PodGroup: the PodGroup among the
@@ -53,12 +57,80 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 		return &engine.Verdict{Reason: reason, Message: message, Note: n}, nil
 	}
 	name := PodGroupName(job)
-	plan.Objects = append(plan.Objects, podGroupObject(name, spec))
+	want := podGroupObject(name, spec)
+	if pg := podGroupOf(children.Objects); pg != nil {
+		changed, err := changedGang(job, want, pg)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case pg.DeletionTimestamp != nil && placed(children.Pods, types):
+			// Deleted by hand while its pods run: it goes once they are gone; the engine
+			// makes it again then.
+		case changed && placed(children.Pods, types):
+			// The gang runs: it keeps the group it has until its pods are next all gone.
+			n.pending = &countChange{from: minCountOf(pg.Spec), to: minCountOf(spec)}
+			want = engine.PlannedChild{Kind: PodGroupKind, Name: name, Keep: true}
+		case changed:
+			plan.Objects = append(plan.Objects, want) // the engine deletes the old group
+			return &engine.Verdict{Reason: reasonRegrouping, Note: n, Message: fmt.Sprintf("The job's gang changed (%s): none of its pods has been placed yet, "+
+				"so they are deleted and made again once its PodGroup is made again with the new count (a PodGroup cannot change, and stays while a pod joins it).",
+				countChange{from: minCountOf(pg.Spec), to: minCountOf(spec)})}, nil
+		}
+	}
+	plan.Objects = append(plan.Objects, want)
 	return &engine.Verdict{Admitted: true, Note: n, Pod: func(replicaType string, pod *corev1.Pod) {
 		if types[replicaType] {
 			join(pod, name, spec.ResourceClaims)
 		}
 	}}, nil
+}
+
+// A gang that changes (docs/gang.md, "A new minCount"): spec.scheduling's minCount, or the
+// number of its pods when minCount is left to default. A PodGroup's spec cannot change, and
+// kube-controller-manager keeps a deleted PodGroup while any pod joins it (the
+// podgroup-protection finalizer), so the group is made again only once no pod joins it. While
+// none of the gang's pods has been placed, that costs nothing: they are deleted (the job is
+// held, as an admitter holds a job) and made again with the new group. Once the gang runs, its
+// pods are not stopped for it: the group keeps its count until the pods are all gone (a pause,
+// a whole-job restart), and an event says so once.
+
+// countChange is a gang's minCount as the PodGroup has it and as the job now asks.
+type countChange struct{ from, to int32 }
+
+func (c countChange) String() string {
+	return fmt.Sprintf("minCount %d, now %d", c.from, c.to)
+}
+
+// changedGang reports whether the PodGroup the job asks for is another than the one it has,
+// by the hash the engine compares (engine.BuiltOtherwise).
+func changedGang(job engine.Job, want engine.PlannedChild, pg *schedulingv1beta1.PodGroup) (bool, error) {
+	if pg.DeletionTimestamp != nil {
+		return true, nil // going: made again once gone
+	}
+	built, err := engine.BuildChild(job, want, pg)
+	if err != nil {
+		return false, err
+	}
+	return engine.BuiltOtherwise(pg, built), nil
+}
+
+// placed reports whether a pod of the gang has been bound to a node and is not being
+// deleted: the gang has run, or runs.
+func placed(pods []*corev1.Pod, types map[string]bool) bool {
+	for _, p := range pods {
+		if types[p.Labels[batch.LabelReplicaType]] && p.Spec.NodeName != "" && p.DeletionTimestamp == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func minCountOf(spec schedulingv1beta1.PodGroupSpec) int32 {
+	if g := spec.SchedulingPolicy.Gang; g != nil {
+		return g.MinCount
+	}
+	return 1 // basic: the scheduler counts one
 }
 
 // notServed says why the job waits when its PodGroup asks for a field the API server drops

@@ -31,8 +31,10 @@ func (a *Admitter) Decided(_ context.Context, job engine.Job, v *engine.Verdict,
 	a.waiting.Delete(job.GetUID())
 	if r.Decision.Status.Finished() {
 		a.unplacedWhy.Delete(job.GetUID())
+		a.pending.Delete(job.GetUID())
 		return nil
 	}
+	a.sayPending(job, n.pending)
 	if n.request.fromT9kScheduler && slices.ContainsFunc(r.Decision.CreateObjects, isPodGroup) {
 		a.config.Recorder.Eventf(job, corev1.EventTypeWarning, reasonIgnored,
 			"The job starts whole (gang scheduling, --scheduler=gang): spec.scheduler.t9kScheduler's queue %q and priority %d mean nothing to kube-scheduler and are ignored; give the pods a priorityClassName for a priority",
@@ -46,6 +48,7 @@ func (a *Admitter) Decided(_ context.Context, job engine.Job, v *engine.Verdict,
 func (a *Admitter) Ended(_ context.Context, job engine.Job, _ engine.Report) error {
 	a.unplacedWhy.Delete(job.GetUID())
 	a.waiting.Delete(job.GetUID())
+	a.pending.Delete(job.GetUID())
 	return nil
 }
 
@@ -53,6 +56,22 @@ func (a *Admitter) Ended(_ context.Context, job engine.Job, _ engine.Report) err
 func (a *Admitter) Forget(job types.UID) {
 	a.unplacedWhy.Delete(job)
 	a.waiting.Delete(job)
+	a.pending.Delete(job)
+}
+
+// sayPending says once, in a Normal event, that a running gang keeps its PodGroup's count
+// while the job asks for another (nil: it does not).
+func (a *Admitter) sayPending(job engine.Job, c *countChange) {
+	if c == nil {
+		a.pending.Delete(job.GetUID())
+		return
+	}
+	if last, ok := a.pending.Swap(job.GetUID(), *c); ok && last == *c {
+		return
+	}
+	a.config.Recorder.Eventf(job, corev1.EventTypeNormal, reasonGangChangePending,
+		"The job's gang changed (%s) while its pods run: its PodGroup keeps minCount %d, and the new count applies the next time the gang's pods are all made again "+
+			"(a pause and resume, or a whole-job restart). Running pods are not stopped for it.", c, c.from)
 }
 
 // sayUnschedulable records a Warning event when the scheduler gives a new reason for not

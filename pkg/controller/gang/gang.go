@@ -60,6 +60,9 @@ type Admitter struct {
 	unplacedWhy sync.Map
 	// waiting holds, by job UID, the reason the job waits for, once an event said it.
 	waiting sync.Map
+	// pending holds, by job UID, the change of a running gang's count an event said (a
+	// countChange), while the PodGroup keeps the old one.
+	pending sync.Map
 }
 
 var (

@@ -10,7 +10,10 @@ import (
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
@@ -110,6 +113,96 @@ func (s *gangTest) runAll(t *testing.T) {
 		}
 	}
 	s.Refresh(t)
+}
+
+// bindAll binds every pod to a node, as the scheduler would once the gang fits.
+func (s *gangTest) bindAll(t *testing.T) {
+	t.Helper()
+	for _, p := range s.Pods(t) {
+		p.Spec.NodeName = "node-1"
+		if _, err := s.Kube.CoreV1().Pods("ns").Update(context.Background(), &p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Refresh(t)
+}
+
+// setMinCount edits the job's spec.scheduling.schedulingPolicy.gang.minCount.
+func (s *gangTest) setMinCount(t *testing.T, n int32) {
+	t.Helper()
+	job := s.Job(t)
+	job.Spec.Scheduling.SchedulingPolicy.Gang.MinCount = ptr.To(n)
+	if _, err := s.Jobs.BatchV1beta1().GenericJobs("ns").Update(context.Background(), job, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Refresh(t)
+}
+
+// setPause pauses or resumes the job.
+func (s *gangTest) setPause(t *testing.T, paused bool) {
+	t.Helper()
+	job := s.Job(t)
+	job.Spec.RunMode = &batch.RunMode{Pause: &batch.PauseMode{Enabled: paused}}
+	if _, err := s.Jobs.BatchV1beta1().GenericJobs("ns").Update(context.Background(), job, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Refresh(t)
+}
+
+// protectPodGroups has the fake API server keep a PodGroup that pods still join, as
+// kube-controller-manager's podgroup-protection finalizer does: a delete marks it deleted, and
+// it goes once the last pod that joins it is gone.
+func (s *gangTest) protectPodGroups(t *testing.T) {
+	t.Helper()
+	tracker := s.Kube.Tracker()
+	podsGVR, groupsGVR := corev1.SchemeGroupVersion.WithResource("pods"), schedulingv1beta1.SchemeGroupVersion.WithResource("podgroups")
+	joined := func(ns, group string) bool {
+		list, err := tracker.List(podsGVR, corev1.SchemeGroupVersion.WithKind("Pod"), ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range list.(*corev1.PodList).Items {
+			if g := p.Spec.SchedulingGroup; g != nil && ptr.Deref(g.PodGroupName, "") == group {
+				return true
+			}
+		}
+		return false
+	}
+	s.Kube.PrependReactor("delete", "podgroups", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		d := action.(k8stesting.DeleteAction)
+		if !joined(d.GetNamespace(), d.GetName()) {
+			return false, nil, nil
+		}
+		obj, err := tracker.Get(groupsGVR, d.GetNamespace(), d.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		pg := obj.(*schedulingv1beta1.PodGroup).DeepCopy()
+		if pg.DeletionTimestamp == nil {
+			pg.DeletionTimestamp = &metav1.Time{Time: now}
+			pg.Finalizers = []string{"scheduling.k8s.io/podgroup-protection"}
+			return true, nil, tracker.Update(groupsGVR, pg, pg.Namespace)
+		}
+		return true, nil, nil
+	})
+	s.Kube.PrependReactor("delete", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		d := action.(k8stesting.DeleteAction)
+		if err := tracker.Delete(podsGVR, d.GetNamespace(), d.GetName()); err != nil {
+			return true, nil, err
+		}
+		list, err := tracker.List(groupsGVR, schedulingv1beta1.SchemeGroupVersion.WithKind("PodGroup"), d.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		for _, pg := range list.(*schedulingv1beta1.PodGroupList).Items {
+			if pg.DeletionTimestamp != nil && !joined(pg.Namespace, pg.Name) {
+				if err := tracker.Delete(groupsGVR, pg.Namespace, pg.Name); err != nil {
+					return true, nil, err
+				}
+			}
+		}
+		return true, nil, nil
+	})
 }
 
 func drain(r *record.FakeRecorder) string {

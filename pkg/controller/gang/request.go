@@ -12,6 +12,8 @@ const (
 	reasonResourceClaimsNotServed = "GangResourceClaimsNotServed"
 	reasonIgnored                 = "GangSchedulerFieldsIgnored"
 	reasonUnschedulable           = "GangUnschedulable"
+	reasonRegrouping              = "GangChanging"
+	reasonGangChangePending       = "GangChangePending"
 )
 
 // request is how a job asked to start whole.

@@ -214,29 +214,80 @@ func TestPlacementNotServedWaits(t *testing.T) {
 	}
 }
 
-// gang.minCount may change while the job runs (the only field of spec.scheduling that may):
-// the PodGroup is made again with it, as for any change of the gang.
-func TestMinCountChangeReplacesThePodGroup(t *testing.T) {
+// gang.minCount may change while the job exists (the only field of spec.scheduling that may).
+// Before the gang is placed, its pods and PodGroup are made again with the new count, though
+// the API server keeps a PodGroup that pods join (protectPodGroups): the change must not wait
+// for a group that can never go.
+func TestMinCountChangeBeforeTheGangIsPlaced(t *testing.T) {
 	s := newGangTest(t, withScheduling(nil, nil, &batch.SchedulingConfiguration{SchedulingPolicy: gangOf(ptr.To[int32](3))}), true, Config{})
+	s.protectPodGroups(t)
 	s.Step(t)
 	old := s.podGroup(t)
-	job := s.Job(t)
-	job.Spec.Scheduling.SchedulingPolicy.Gang.MinCount = ptr.To[int32](2)
-	if _, err := s.Jobs.BatchV1beta1().GenericJobs("ns").Update(context.Background(), job, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s.Refresh(t)
-	for range 3 {
+	s.setMinCount(t, 2)
+	for range 4 {
 		s.Step(t)
 	}
 	pg := s.podGroup(t)
-	if pg.Spec.SchedulingPolicy.Gang.MinCount != 2 {
-		t.Fatalf("minCount %d after the change, want 2", pg.Spec.SchedulingPolicy.Gang.MinCount)
-	}
-	if pg.Annotations[engine.AnnotationChildHash] == old.Annotations[engine.AnnotationChildHash] {
-		t.Errorf("the PodGroup was not made again for the new minCount")
+	if pg.Spec.SchedulingPolicy.Gang.MinCount != 2 || pg.DeletionTimestamp != nil || pg.Annotations[engine.AnnotationChildHash] == old.Annotations[engine.AnnotationChildHash] {
+		t.Fatalf("PodGroup minCount %d, deleted %v after the change, want it made again with 2", pg.Spec.SchedulingPolicy.Gang.MinCount, pg.DeletionTimestamp)
 	}
 	if n := len(s.Pods(t)); n != 3 {
-		t.Errorf("%d pods after the change, want the 3 workers still", n)
+		t.Errorf("%d pods after the change, want the 3 workers made again", n)
+	}
+	job := s.Job(t)
+	if job.Status.Phase != batch.JobPending || job.Status.Finished() || job.Status.Tasks[0].RestartCount != 0 {
+		t.Errorf("job %s, restarts %d: want it pending still, nothing counted", job.Status.Phase, job.Status.Tasks[0].RestartCount)
+	}
+	if events := drain(s.Events); !strings.Contains(events, reasonRegrouping) || !strings.Contains(events, "minCount 3, now 2") {
+		t.Errorf("events %q, want %s saying the change", events, reasonRegrouping)
+	}
+}
+
+// A running gang is not stopped for a new count: its PodGroup keeps the old one, an event
+// says so once, and the new count applies when the pods are next all made again (a pause and
+// resume here).
+func TestMinCountChangeOfARunningGangWaitsForItsPods(t *testing.T) {
+	s := newGangTest(t, withScheduling(nil, nil, &batch.SchedulingConfiguration{SchedulingPolicy: gangOf(ptr.To[int32](3))}), true, Config{})
+	s.protectPodGroups(t)
+	s.Step(t)
+	s.bindAll(t)
+	s.runAll(t)
+	s.Step(t)
+	old := s.podGroup(t)
+	pods := s.Pods(t)
+	s.setMinCount(t, 2)
+	for range 3 {
+		s.Step(t)
+	}
+	if pg := s.podGroup(t); pg.Annotations[engine.AnnotationChildHash] != old.Annotations[engine.AnnotationChildHash] || pg.DeletionTimestamp != nil || pg.Spec.SchedulingPolicy.Gang.MinCount != 3 {
+		t.Fatalf("the running gang's PodGroup: deleted %v, minCount %d; want the same, kept, at 3", pg.DeletionTimestamp, pg.Spec.SchedulingPolicy.Gang.MinCount)
+	}
+	bound := func(pods []corev1.Pod) (n int) {
+		for _, p := range pods {
+			if p.Spec.NodeName != "" && p.DeletionTimestamp == nil {
+				n++
+			}
+		}
+		return n
+	}
+	if n := bound(s.Pods(t)); n != 3 || n != bound(pods) {
+		t.Fatalf("%d workers bound after the change, want the 3 running ones kept", n)
+	}
+	if events := drain(s.Events); strings.Count(events, reasonGangChangePending) != 1 || !strings.Contains(events, "keeps minCount 3") {
+		t.Errorf("events %q, want one %s", events, reasonGangChangePending)
+	}
+	s.setPause(t, true)
+	for range 3 {
+		s.Step(t)
+	}
+	s.setPause(t, false)
+	for range 3 {
+		s.Step(t)
+	}
+	if pg := s.podGroup(t); pg.Spec.SchedulingPolicy.Gang.MinCount != 2 {
+		t.Errorf("after a pause and resume: minCount %d, want 2", pg.Spec.SchedulingPolicy.Gang.MinCount)
+	}
+	if n := len(s.Pods(t)); n != 3 {
+		t.Errorf("after the resume: %d pods, want 3 workers", n)
 	}
 }

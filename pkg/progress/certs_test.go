@@ -69,6 +69,41 @@ func TestSecretMadeOnceAndShared(t *testing.T) {
 	}
 }
 
+// TestMismatchedSecretIsMadeAgain: a Secret whose tls.key is another certificate's, or whose
+// ca.key is another CA's, is made again at start, rather than failing every start or signing
+// what pods cannot trust.
+func TestMismatchedSecretIsMadeAgain(t *testing.T) {
+	ctx := context.Background()
+	other, err := secretData(nil, hosts, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{secretTLSKey, secretCAKey} {
+		kube := kubefake.NewClientset()
+		secrets := kube.CoreV1().Secrets("t9k-system")
+		if err := (&Certs{}).fromSecret(ctx, secrets, "tls", hosts, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		s, err := secrets.Get(ctx, "tls", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Data[key] = other[key]
+		if _, err := secrets.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c := &Certs{}
+		if err := c.fromSecret(ctx, secrets, "tls", hosts, time.Now()); err != nil {
+			t.Fatalf("%s of another certificate: %v", key, err)
+		}
+		checkServes(t, c, hosts...)
+		repaired, _ := secrets.Get(ctx, "tls", metav1.GetOptions{})
+		if !keyPair(repaired.Data[secretTLSCert], repaired.Data[secretTLSKey]) || !keyPair(repaired.Data[secretCACert], repaired.Data[secretCAKey]) {
+			t.Errorf("%s of another certificate: the Secret was not made whole again", key)
+		}
+	}
+}
+
 // TestSecretRace: replicas that start together both find no Secret; the one whose create
 // loses reads the winner's.
 func TestSecretRace(t *testing.T) {

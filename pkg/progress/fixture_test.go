@@ -112,6 +112,9 @@ func newFixture(t testing.TB) *fixture {
 	})
 	f.jobs.PrependReactor("patch", "genericjobs", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		p := action.(k8stesting.PatchAction)
+		if m := action.(k8stesting.PatchActionImpl).PatchOptions.FieldManager; m != FieldManager {
+			return true, nil, fmt.Errorf("patched as field manager %q, want the endpoint's own %q", m, FieldManager)
+		}
 		var sent struct {
 			Metadata metav1.ObjectMeta `json:"metadata"`
 		}

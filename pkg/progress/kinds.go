@@ -12,9 +12,11 @@ import (
 	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
 )
 
-// FieldManager names the controller in the managedFields of the status it writes, as the
-// engine's writes do.
-const FieldManager = "t9k-job-controller"
+// FieldManager names the progress endpoint in the managedFields of what it writes (a job's
+// status.progress, the Secret of its certificate): its own name, beside the engine's
+// t9k-job-controller, so that `kubectl get -o yaml --show-managed-fields` says which part of
+// the controller wrote a field.
+const FieldManager = "t9k-job-controller-progress"
 
 // Job is a job of any kind, as the endpoint reads it.
 type Job interface {

@@ -2,6 +2,7 @@ package progress
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
@@ -101,17 +102,24 @@ func (c *Certs) load(s *corev1.Secret) error {
 }
 
 // good tells whether a Secret's data serves hosts, with a serving certificate signed by its
-// CA that has time left.
+// CA that has time left, each key the one of its certificate: a Secret whose tls.key (or
+// ca.key) belongs to another certificate (edited by hand, restored from another cluster) would
+// make every start fail, or every renewal sign what pods cannot trust, so it is made again.
 func good(data map[string][]byte, hosts []string, now time.Time) bool {
 	ca, err := parseCert(data[secretCACert])
-	if err != nil || now.Add(caRenewBefore).After(ca.NotAfter) {
+	if err != nil || now.Add(caRenewBefore).After(ca.NotAfter) || !keyPair(data[secretCACert], data[secretCAKey]) {
 		return false
 	}
 	leaf, err := parseCert(data[secretTLSCert])
 	if err != nil || now.Add(servingRenewBefore).After(leaf.NotAfter) || leaf.CheckSignatureFrom(ca) != nil || !covers(leaf, hosts) {
 		return false
 	}
-	_, err = parseKey(data[secretTLSKey])
+	return keyPair(data[secretTLSCert], data[secretTLSKey])
+}
+
+// keyPair reports whether a PEM key is the private key of a PEM certificate.
+func keyPair(certPEM, keyPEM []byte) bool {
+	_, err := tls.X509KeyPair(certPEM, keyPEM)
 	return err == nil
 }
 
@@ -121,7 +129,7 @@ func secretData(old map[string][]byte, hosts []string, now time.Time) (map[strin
 	caPEM, caKeyPEM := old[secretCACert], old[secretCAKey]
 	ca, errCert := parseCert(caPEM)
 	caKey, errKey := parseKey(caKeyPEM)
-	if errCert != nil || errKey != nil || now.Add(caRenewBefore).After(ca.NotAfter) {
+	if errCert != nil || errKey != nil || !keyPair(caPEM, caKeyPEM) || now.Add(caRenewBefore).After(ca.NotAfter) {
 		var err error
 		if caPEM, caKeyPEM, err = newCA(now); err != nil {
 			return nil, err

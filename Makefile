@@ -15,6 +15,10 @@ WORKERS ?=
 REAL_NODE ?=
 # Packages whose tests need no cluster.
 UNIT_PKGS = $$(go list ./... | grep -v /test/e2e)
+# The controller's own packages, whose unit tests run under the race detector (docs/testing.md,
+# "make test"); the rest (the tools under hack/, the clusters' tests under test/) run without.
+RACE_PKGS = ./pkg/... ./cmd/... ./manifests/...
+OTHER_PKGS = $$(go list ./... | grep -v '/t9k-jobs/\(pkg\|cmd\|manifests\)\(/\|$$\)')
 # go test's -timeout, per test binary: the end-to-end tests take 3-5 minutes on 2 cores, so
 # a hang fails after 30 and .ci/run ends well inside CI's 90 (docs/testing.md, "make test").
 TEST_TIMEOUT ?= 30m
@@ -56,12 +60,19 @@ tools: ## build (once) the local control plane's binaries
 images: ## build (once; root, mmdebstrap) the real node's training image and print its archive (docs/testing.md, "The training image")
 	@hack/lib/images.sh
 
-test: tools ## unit and end-to-end tests (the e2e tests start their own local cluster), then the skipped ones
-	T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go test -count=1 -timeout $(TEST_TIMEOUT) -json ./... | go run ./hack/testsummary
+# Both go test runs feed one summary; a run that fails without saying so in its JSON (it could
+# not list its packages) is caught by its exit status, kept in _output/test-failed.
+test: tools ## the controller's unit tests under -race, then the rest with the end-to-end tests (they start their own local cluster), then the skipped ones
+	@mkdir -p _output; rm -f _output/test-failed
+	{ go test -race -count=1 -timeout $(TEST_TIMEOUT) -json $(RACE_PKGS) || echo "go test -race $(RACE_PKGS)" >>_output/test-failed; \
+	  T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go test -count=1 -timeout $(TEST_TIMEOUT) -json $(OTHER_PKGS) || echo "go test (the others, e2e included)" >>_output/test-failed; \
+	} | go run ./hack/testsummary
+	@if [ -s _output/test-failed ]; then echo "failed: $$(cat _output/test-failed)"; exit 1; fi
 	$(MAKE) --no-print-directory test-fuzz
 
-test-unit: ## tests that need no cluster
-	go test -count=1 -timeout $(TEST_TIMEOUT) $(UNIT_PKGS)
+test-unit: ## tests that need no cluster (the controller's under -race)
+	go test -race -count=1 -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
+	go test -count=1 -timeout $(TEST_TIMEOUT) $$(go list $(OTHER_PKGS) | grep -v /test/e2e)
 
 test-e2e: tools ## end-to-end tests on a local cluster (or on $T9K_E2E_KUBECONFIG's)
 	T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go test -count=1 -timeout $(TEST_TIMEOUT) -v ./test/e2e/

@@ -29,8 +29,9 @@ func TestControllerLeastPrivilege(t *testing.T) {
 // checkLeastPrivilege checks, with a client of the controller's ServiceAccount, that it may
 // take Leases in t9k-system only; that it may write a job's child in a job's namespace; and
 // that the admission policy refuses what RBAC cannot: the controller's own Deployment, any
-// write in t9k-system but its Lease, pods and ConfigMaps that are no job's, in kube-system
-// or anywhere, each with the policy's message.
+// write in t9k-system but its Lease, any in the cluster's own namespaces (a job's child too),
+// and anywhere what no job owns (a job's label is not enough; nor is giving a user's object
+// a job's owner), each with the policy's message.
 func checkLeastPrivilege(t *testing.T, sa kubernetes.Interface) {
 	t.Helper()
 	ctx := context.Background()
@@ -75,29 +76,57 @@ func checkLeastPrivilege(t *testing.T, sa kubernetes.Interface) {
 			t.Errorf("%s with the controller's token: %v, want it refused: %q", what, err, because)
 		}
 	}
-	const inOwnNamespace, notAJobs = "writes nothing in its own namespace t9k-system but its Lease", "writes only its jobs' children"
+	const (
+		inOwnNamespace      = "writes nothing in its own namespace t9k-system but its Lease"
+		inClusterNamespaces = "writes nothing in the cluster's own namespaces"
+		notAJobs            = "writes only its jobs' children"
+	)
+	// A job's child as the controller makes it: a controller owner reference to a job.
+	owned := metav1.ObjectMeta{Name: "privilege-check", Labels: map[string]string{batch.LabelJobName: "x"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: batch.SchemeGroupVersion.String(), Kind: "GenericJob", Name: "x", UID: "x-uid", Controller: ptr.To(true)}}}
 	image := deployment.DeepCopy()
 	image.Spec.Template.Spec.Containers[0].Image = "someone-else"
 	_, err := sa.AppsV1().Deployments("t9k-system").Update(ctx, image, metav1.UpdateOptions{})
 	refused("changing a Deployment's image in t9k-system", err, inOwnNamespace)
-	labelled := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "privilege-check", Labels: map[string]string{batch.LabelJobName: "x"}}}
-	_, err = sa.CoreV1().ConfigMaps("t9k-system").Create(ctx, labelled, metav1.CreateOptions{})
+	ownedConfigMap := &corev1.ConfigMap{ObjectMeta: owned}
+	_, err = sa.CoreV1().ConfigMaps("t9k-system").Create(ctx, ownedConfigMap, metav1.CreateOptions{})
 	refused("creating a job's ConfigMap in t9k-system", err, inOwnNamespace)
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "privilege-check"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "anything"}}}}
-	_, err = sa.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{})
-	refused("creating a pod that is no job's in kube-system", err, notAJobs)
+	ownedPod := &corev1.Pod{ObjectMeta: owned, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "anything"}}}}
+	for _, ns := range []string{"kube-system", "kube-public", "kube-node-lease"} {
+		_, err = sa.CoreV1().Pods(ns).Create(ctx, ownedPod, metav1.CreateOptions{})
+		refused("creating a job's pod in "+ns, err, inClusterNamespaces)
+	}
 	err = sa.CoreV1().ConfigMaps("kube-system").Delete(ctx, configMap.Name, metav1.DeleteOptions{})
-	refused("deleting a ConfigMap that is no job's in kube-system", err, notAJobs)
+	refused("deleting a ConfigMap in kube-system", err, inClusterNamespaces)
 	if _, err := admin.CoreV1().ConfigMaps("kube-system").Get(ctx, configMap.Name, metav1.GetOptions{}); err != nil {
 		t.Errorf("the ConfigMap the controller's token may not delete: %v", err)
 	}
 
-	// A job's child, in a job's namespace: allowed, as every job the suite runs shows.
+	// In a job's namespace: what carries the job's label but no job's owner reference, what a
+	// Deployment owns, and a user's object given a job's owner reference are refused.
 	ns := namespace(t)
-	if _, err := sa.CoreV1().ConfigMaps(ns).Create(ctx, labelled, metav1.CreateOptions{}); err != nil {
+	labelledOnly := ownedPod.DeepCopy()
+	labelledOnly.OwnerReferences = nil
+	_, err = sa.CoreV1().Pods(ns).Create(ctx, labelledOnly, metav1.CreateOptions{})
+	refused("creating a pod with a job's label and no owner", err, notAJobs)
+	otherOwner := ownedPod.DeepCopy()
+	otherOwner.OwnerReferences[0].APIVersion, otherOwner.OwnerReferences[0].Kind = "apps/v1", "ReplicaSet"
+	_, err = sa.CoreV1().Pods(ns).Create(ctx, otherOwner, metav1.CreateOptions{})
+	refused("creating a pod a ReplicaSet owns", err, notAJobs)
+	users, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "users"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := users.DeepCopy()
+	taken.OwnerReferences = owned.OwnerReferences
+	_, err = sa.CoreV1().ConfigMaps(ns).Update(ctx, taken, metav1.UpdateOptions{})
+	refused("giving a user's ConfigMap a job's owner reference", err, notAJobs)
+
+	// A job's child, in a job's namespace: allowed, as every job the suite runs shows.
+	if _, err := sa.CoreV1().ConfigMaps(ns).Create(ctx, ownedConfigMap, metav1.CreateOptions{}); err != nil {
 		t.Errorf("creating a job's ConfigMap in %s with the controller's token: %v", ns, err)
 	}
-	if err := sa.CoreV1().ConfigMaps(ns).Delete(ctx, labelled.Name, metav1.DeleteOptions{}); err != nil {
+	if err := sa.CoreV1().ConfigMaps(ns).Delete(ctx, ownedConfigMap.Name, metav1.DeleteOptions{}); err != nil {
 		t.Errorf("deleting a job's ConfigMap in %s with the controller's token: %v", ns, err)
 	}
 }

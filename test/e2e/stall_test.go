@@ -90,8 +90,8 @@ func TestStallFoundWithNoOtherEvent(t *testing.T) {
 		if after := at.Sub(reported[c.name]); after < deadline-time.Second || after > deadline+stallLag {
 			t.Errorf("%s: stalled %s after its replicas' last reports, want between its %s deadline and %s more", c.name, after.Round(time.Millisecond), deadline, stallLag)
 		}
-		if told := eventsOf(t, ns, c.name); !strings.Contains(told, "Stalled: ") {
-			t.Errorf("%s: events:\n%s\nwant a Stalled Warning", c.name, told)
+		if told := jobEvent(t, ns, c.name, "Stalled"); !strings.Contains(told, "reported no progress") {
+			t.Errorf("%s: the Stalled Warning says %q", c.name, told)
 		}
 	}
 }

@@ -2,13 +2,13 @@ package engine
 
 import (
 	"context"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision"
 )
 
 // Admission: a system outside the controller that decides when a job's pods may be made, and
@@ -47,22 +47,6 @@ type Admitter interface {
 // else would clear it: Forget is called once the job's deletion is seen.
 type Forgetter interface {
 	Forget(job types.UID)
-}
-
-// Verdict is an admitter's answer for one job in one sync.
-type Verdict struct {
-	// Admitted: the job's pods may be made.
-	Admitted bool
-	// Reason (one word) and Message say why the job waits, while it is not admitted; the
-	// job's Running condition says them.
-	Reason, Message string
-	// RequeueAfter asks for another sync then, should no event come first (0: none).
-	RequeueAfter time.Duration
-	// Pod, when set, adds to the pod of a replica of the given type what the admission
-	// assigned: node selectors, tolerations, labels, a pod group.
-	Pod func(replicaType string, pod *corev1.Pod)
-	// Note is the admitter's own, from Admit to Decided (Kueue: the job's Workload).
-	Note any
 }
 
 // Jobs is what an admitter sees of the controller of one kind.
@@ -112,7 +96,7 @@ func (vs *verdicts) combined() *Verdict {
 	out := &Verdict{Admitted: true}
 	for _, v := range vs.list {
 		if v.RequeueAfter > 0 {
-			out.RequeueAfter = minPositive(out.RequeueAfter, v.RequeueAfter)
+			out.RequeueAfter = decision.MinPositive(out.RequeueAfter, v.RequeueAfter)
 		}
 		if !v.Admitted && out.Admitted {
 			out.Admitted, out.Reason, out.Message = false, v.Reason, v.Message

@@ -7,12 +7,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision/decisiontest"
 )
 
 // Several admitters apply to one job: it is held until every one has admitted it, the first
 // that waits says why, and its pods carry what each admitter adds, in the admitters' order.
 func TestEveryAdmitterMustAdmit(t *testing.T) {
-	plan := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Judge: allSucceed}
+	plan := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Judge: whenAllSucceed}
 	label := func(key, value string) func(string, *corev1.Pod) {
 		return func(replicaType string, pod *corev1.Pod) {
 			if pod.Labels[batch.LabelReplicaType] != replicaType {
@@ -25,7 +26,7 @@ func TestEveryAdmitterMustAdmit(t *testing.T) {
 	gang := &Verdict{Reason: "GangWaiting", Message: "Waiting for the pod group.", RequeueAfter: 10 * time.Second}
 	other := &Verdict{Reason: "OtherWaiting", Message: "Waiting for another."}
 
-	d := mustDecide(t, testJob(batch.JobStatus{}), plan, Children{}, (&verdicts{list: []*Verdict{quota, gang, other}}).combined(), now)
+	d := mustDecide(t, decisiontest.Job(batch.JobStatus{}), plan, Children{}, (&verdicts{list: []*Verdict{quota, gang, other}}).combined(), now)
 	running := d.Status.Condition(batch.JobConditionRunning)
 	if len(d.CreatePods) != 0 || d.Status.Phase != batch.JobPending || running.Reason != "GangWaiting" ||
 		running.Message != gang.Message+" Replicas waiting: worker-0, worker-1 (since 12:00:00)." {
@@ -36,7 +37,7 @@ func TestEveryAdmitterMustAdmit(t *testing.T) {
 	}
 
 	gang = &Verdict{Admitted: true, Pod: label("group", "job")}
-	d = mustDecide(t, testJob(batch.JobStatus{}), plan, Children{}, (&verdicts{list: []*Verdict{quota, gang}}).combined(), now)
+	d = mustDecide(t, decisiontest.Job(batch.JobStatus{}), plan, Children{}, (&verdicts{list: []*Verdict{quota, gang}}).combined(), now)
 	if len(d.CreatePods) != 2 {
 		t.Fatalf("%d pods once every admitter admitted the job, want 2", len(d.CreatePods))
 	}

@@ -8,9 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
 	"github.com/t9k-jobs/t9k-jobs/pkg/features"
 )
@@ -47,7 +47,7 @@ func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision
 		}
 	case created == 0:
 		if wait := c.holdStartingStatus(key, job, d); wait > 0 {
-			d.RequeueAfter = minPositive(d.RequeueAfter, wait)
+			d.RequeueAfter = decision.MinPositive(d.RequeueAfter, wait)
 			return job, nil
 		}
 		return c.writeDecided(ctx, key, job, d)
@@ -118,13 +118,7 @@ func phaseOf(s *batch.JobStatus) batch.JobPhase {
 // hear that the job ended, again on a later sync should a write fail.
 func (c *Controller) failJob(ctx context.Context, key string, job Job, children Children, reason string, cause error) error {
 	if !job.JobStatus().Finished() {
-		d := &Decision{
-			Status:        FailedStatus(job, reason, cause.Error(), c.now()),
-			Outcome:       &Outcome{Reason: reason, Message: cause.Error()},
-			DeletePods:    cleanUp(&Plan{CleanUp: batch.CleanUpUnfinished}, children.Pods, nil),
-			DeleteObjects: replicaServices(children.Objects),
-		}
-		failed, err := c.apply(ctx, key, job, d)
+		failed, err := c.apply(ctx, key, job, decision.Failed(job, children, reason, cause.Error(), c.now()))
 		if err != nil {
 			return err
 		}
@@ -148,17 +142,6 @@ func withCreated(children Children, d *Decision) Children {
 	for _, o := range d.CreateObjects {
 		if o.GetUID() != "" {
 			out.Objects = append(out.Objects, o)
-		}
-	}
-	return out
-}
-
-// replicaServices are the live Services among objects that belong to a replica.
-func replicaServices(objects []metav1.Object) []metav1.Object {
-	var out []metav1.Object
-	for _, o := range objects {
-		if s, ok := o.(*corev1.Service); ok && s.DeletionTimestamp == nil && s.Labels[batch.LabelReplicaType] != "" {
-			out = append(out, o)
 		}
 	}
 	return out

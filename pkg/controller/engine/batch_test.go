@@ -9,14 +9,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision/decisiontest"
 )
 
 // ownedPod is the stall test job's one pod, in the given phase, as its cache shows it.
 func (s *stallTest) ownedPod(t *testing.T, phase corev1.PodPhase) *corev1.Pod {
 	t.Helper()
-	p := pod("job-worker-0", "pod-uid", phase, 0)
+	p := decisiontest.Pod("job-worker-0", "pod-uid", phase, 0)
 	p.Labels[batch.LabelControllerUID] = "job-uid"
-	p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(testJob(batch.JobStatus{}), batch.SchemeGroupVersion.WithKind("GenericJob"))}
+	p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(decisiontest.Job(batch.JobStatus{}), batch.SchemeGroupVersion.WithKind("GenericJob"))}
 	if err := s.c.caches[kindIndex(PodKind)].indexer.Update(p); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func (s *stallTest) statusWrites() int {
 // A status that leaves the phase as it is (a replica scheduled, not yet running) is held
 // until the job's batch closes, and written then; one that moves the phase goes at once.
 func TestMinorStatusWaitsForTheBatch(t *testing.T) {
-	s := newStallTest(t, testJob(batch.JobStatus{}))
+	s := newStallTest(t, decisiontest.Job(batch.JobStatus{}))
 	s.ownedPod(t, corev1.PodPending)
 	wait, err := s.c.sync(context.Background(), "ns/job")
 	if err != nil || wait <= 0 || wait > podBatchPeriod {
@@ -72,7 +73,7 @@ func TestMinorStatusWaitsForTheBatch(t *testing.T) {
 }
 
 func TestPhaseChangeIsWrittenAtOnce(t *testing.T) {
-	s := newStallTest(t, testJob(batch.JobStatus{}))
+	s := newStallTest(t, decisiontest.Job(batch.JobStatus{}))
 	s.ownedPod(t, corev1.PodPending)
 	if _, err := s.c.sync(context.Background(), "ns/job"); err != nil {
 		t.Fatal(err)
@@ -97,7 +98,7 @@ func TestPhaseChangeIsWrittenAtOnce(t *testing.T) {
 // A pod change that may move the job's phase syncs the job at once; one that cannot (the
 // pod scheduled) is batched.
 func TestMilestonesSyncAtOnce(t *testing.T) {
-	s := newStallTest(t, testJob(batch.JobStatus{}))
+	s := newStallTest(t, decisiontest.Job(batch.JobStatus{}))
 	pods := &childKinds[kindIndex(PodKind)]
 	pending := s.ownedPod(t, corev1.PodPending)
 	pending.ResourceVersion = "1"
@@ -140,7 +141,7 @@ func TestMilestonesSyncAtOnce(t *testing.T) {
 // Only a starting job's status is held: once it runs, what a sync decides is written then,
 // for the status is also what the next sync decides from.
 func TestRunningJobStatusIsNotHeld(t *testing.T) {
-	s := newStallTest(t, testJob(statusWith(batch.JobRunning, replicaStatus("job-worker-0", "pod-uid", batch.ReplicaRunning, 0))))
+	s := newStallTest(t, decisiontest.Job(decisiontest.StatusWith(batch.JobRunning, decisiontest.ReplicaStatus("job-worker-0", "pod-uid", batch.ReplicaRunning, 0))))
 	s.ownedPod(t, corev1.PodPending) // its container waits again: the replica is Pending, the job still Running
 	wait, err := s.c.sync(context.Background(), "ns/job")
 	if err != nil || wait != 0 {
@@ -154,7 +155,7 @@ func TestRunningJobStatusIsNotHeld(t *testing.T) {
 // A finished job keeps no per-pod memory: its pods, kept by the clean-up policy, cost the
 // controller nothing beyond its cache.
 func TestFinishedJobForgetsItsPodsEnds(t *testing.T) {
-	s := newStallTest(t, testJob(batch.JobStatus{}))
+	s := newStallTest(t, decisiontest.Job(batch.JobStatus{}))
 	ended := s.ownedPod(t, corev1.PodSucceeded)
 	s.c.noteEnd(ended)
 	if _, ok := s.c.endSeen.Load(ended.UID); !ok {
@@ -177,10 +178,10 @@ func TestFinishedJobForgetsItsPodsEnds(t *testing.T) {
 // gatedBatchPeriod in all: the pod goes within it, and the status that says it runs is the
 // one written. A gate that stays does not hide the job's status for ever.
 func TestGatedPodHoldsTheStatusLonger(t *testing.T) {
-	s := newStallTest(t, testJob(batch.JobStatus{}))
-	p := pod("job-worker-0", "pod-uid", corev1.PodPending, 0)
+	s := newStallTest(t, decisiontest.Job(batch.JobStatus{}))
+	p := decisiontest.Pod("job-worker-0", "pod-uid", corev1.PodPending, 0)
 	p.Labels[batch.LabelControllerUID] = "job-uid"
-	p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(testJob(batch.JobStatus{}), batch.SchemeGroupVersion.WithKind("GenericJob"))}
+	p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(decisiontest.Job(batch.JobStatus{}), batch.SchemeGroupVersion.WithKind("GenericJob"))}
 	gatedPod := p.DeepCopy()
 	gatedPod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonSchedulingGated}}
 	show := func(p *corev1.Pod) {
@@ -211,7 +212,7 @@ func TestGatedPodHoldsTheStatusLonger(t *testing.T) {
 	}
 
 	// A gate that stays: the status goes gatedBatchPeriod after it was first held.
-	s2 := newStallTest(t, testJob(batch.JobStatus{}))
+	s2 := newStallTest(t, decisiontest.Job(batch.JobStatus{}))
 	if err := s2.c.caches[kindIndex(PodKind)].indexer.Update(gatedPod); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision"
 )
 
 // CachedPod is a pod as the children's cache keeps it (TrimChild): its metadata and what
@@ -26,8 +27,8 @@ type CachedPod struct {
 	Unscheduled *corev1.PodCondition
 	// Disruption is the DisruptionTarget (or Kueue's TerminatedByKueue) condition while it
 	// is True (reason and message):
-	// the pod was evicted, preempted or its node went, not failed (disruption.go). nil for
-	// almost every pod.
+	// the pod was evicted, preempted or its node went, not failed (decision/disruption.go).
+	// nil for almost every pod.
 	Disruption *corev1.PodCondition
 	// Others are the pod's conditions of types Kubernetes does not set itself (a readiness
 	// gate's, a node problem detector's): what failure policy rules may match
@@ -39,7 +40,7 @@ type CachedPod struct {
 // CachedPod keeps in its own fields (Ready, Unscheduled, Disruption) or not at all.
 var kubernetesConditions = map[corev1.PodConditionType]bool{
 	corev1.PodScheduled: true, corev1.PodInitialized: true, corev1.ContainersReady: true, corev1.PodReady: true,
-	corev1.PodReadyToStartContainers: true, corev1.DisruptionTarget: true, terminatedByKueue: true,
+	corev1.PodReadyToStartContainers: true, corev1.DisruptionTarget: true, decision.TerminatedByKueue: true,
 	corev1.PodResizePending: true, corev1.PodResizeInProgress: true,
 }
 
@@ -54,11 +55,11 @@ type CachedContainer struct {
 // batch.AnnotationRunMode and batch.AnnotationExcludedNodes, of its managedFields nothing.
 func cachePod(o *corev1.Pod) *CachedPod {
 	p := &CachedPod{ObjectMeta: o.ObjectMeta, NodeName: o.Spec.NodeName, Phase: o.Status.Phase,
-		Reason: o.Status.Reason, Message: o.Status.Message, Ready: podReady(o)}
+		Reason: o.Status.Reason, Message: o.Status.Message, Ready: decision.PodReady(o)}
 	p.ManagedFields, p.Annotations, p.Labels = nil, nil, internKeys(o.Labels)
 	p.Phase, p.Reason = corev1.PodPhase(intern(string(p.Phase))), intern(p.Reason)
 	p.Unscheduled = unscheduled(o)
-	if c, ok := disruptionTarget(o); ok {
+	if c, ok := decision.DisruptionTarget(o); ok {
 		p.Disruption = &corev1.PodCondition{Type: c.Type, Status: corev1.ConditionTrue,
 			Reason: intern(c.Reason), Message: internMessage(c.Message), LastTransitionTime: c.LastTransitionTime}
 	}

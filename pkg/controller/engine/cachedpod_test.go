@@ -5,21 +5,22 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision/decisiontest"
 )
 
 // keptPod is a pod as the benchmark keeps thousands of them: a finished replica with the
 // project's labels, as decoding gives it (every string its own copy).
 func keptPod(i int) *corev1.Pod {
 	name := fmt.Sprintf("job-%d-worker-0", i)
-	p := full(pod(decoded(name), types.UID(fmt.Sprintf("uid-%d", i)), corev1.PodSucceeded, 0))
+	p := full(decisiontest.Pod(decoded(name), types.UID(fmt.Sprintf("uid-%d", i)), corev1.PodSucceeded, 0))
 	p.Labels = map[string]string{decoded(batch.LabelJobName): decoded(fmt.Sprintf("job-%d", i)),
 		decoded(batch.LabelReplicaType): decoded("worker"), decoded(batch.LabelReplicaIndex): decoded("0"),
 		decoded(batch.LabelControllerUID): decoded(fmt.Sprintf("job-uid-%d", i))}
@@ -53,7 +54,7 @@ func TestCachedPodSize(t *testing.T) {
 		t.Errorf("a kept pod costs %d bytes in the cache, more than 1050", kept)
 	}
 	waits := heapPerPod(func(i int) *corev1.Pod {
-		p := unschedulable(keptPod(i), burstMessage)
+		p := decisiontest.Unschedulable(keptPod(i), burstMessage)
 		p.Status.Phase, p.Status.ContainerStatuses = corev1.PodPending, nil
 		return p
 	})
@@ -67,7 +68,7 @@ const burstMessage = "0/5 nodes are available: 1 node(s) had untolerated taint(s
 // container's message, however long (within messageMaxLen).
 func TestWaitingPodsShareMessages(t *testing.T) {
 	cached := func(i int) *CachedPod {
-		p := unschedulable(keptPod(i), burstMessage)
+		p := decisiontest.Unschedulable(keptPod(i), burstMessage)
 		p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
 			Reason: decoded("ImagePullBackOff"), Message: decoded(`Back-off pulling image "registry.example.com/team/trainer:v2": ` + strings.Repeat("not found ", 20))}}
 		o, _ := TrimChild(p)
@@ -85,9 +86,27 @@ func TestWaitingPodsShareMessages(t *testing.T) {
 	}
 }
 
-// unschedulable is a pod the scheduler could not place, for the reason given.
-func unschedulable(p *corev1.Pod, message string) *corev1.Pod {
-	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
-		Reason: decoded(corev1.PodReasonUnschedulable), Message: decoded(message), LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}}
-	return p
+// A condition Kubernetes does not set itself (a readiness gate's, a node problem detector's)
+// survives the pod cache, so that a rule matches it.
+func TestRuleOnACustomConditionThroughTheCache(t *testing.T) {
+	failed := decisiontest.Pod("job-worker-0", "w0", corev1.PodFailed, 1)
+	failed.Status.Conditions = append(failed.Status.Conditions,
+		corev1.PodCondition{Type: "example.com/GPUHealthy", Status: corev1.ConditionFalse, Reason: "XidError", Message: "Xid 79 on GPU 3"},
+		corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionFalse})
+	trimmed, _ := TrimChild(failed)
+	cached := asPod(trimmed)
+	rule := batch.FailurePolicyRule{Name: "bad-gpu", Action: batch.RestartReplica, AvoidNode: ptr.To(true),
+		OnPodConditions: []batch.PodConditionPattern{{Type: "example.com/GPUHealthy", Status: corev1.ConditionFalse}}}
+	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, FailurePolicy: &batch.FailurePolicy{Rules: []batch.FailurePolicyRule{rule}}}
+	d := mustDecide(t, decisiontest.Job(decisiontest.Running("0")), plan, Children{Pods: []*corev1.Pod{cached}}, nil, now)
+	if len(d.RuleDecisions) != 1 || d.RuleDecisions[0].RuleName != "bad-gpu" {
+		t.Fatalf("the cached pod's conditions %+v: the rule on example.com/GPUHealthy False does not match (rule decisions %+v)", cached.Status.Conditions, d.RuleDecisions)
+	}
+	if others := trimmed.(*CachedPod).Others; others == nil || len(*others) != 1 || (*others)[0].Message != "" {
+		t.Errorf("the cache keeps %v, want the one custom condition, without its message", others)
+	}
+	plain, _ := TrimChild(decisiontest.Pod("job-worker-1", "w1", corev1.PodRunning, 0))
+	if plain.(*CachedPod).Others != nil {
+		t.Error("a pod with no custom condition costs the cache a list")
+	}
 }

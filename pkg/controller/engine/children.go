@@ -32,7 +32,7 @@ func jobUIDOf(obj any) ([]string, error) {
 // children lists the children job controls, of every kind, from the informer caches, and
 // when the ended pods were seen to end.
 func (c *Controller) children(job Job) (Children, error) {
-	ch := Children{kinds: c.kinds}
+	ch := Children{Kinds: c.kinds}
 	for _, cc := range c.caches {
 		objs, err := cc.indexer.ByIndex(IndexByJob, string(job.GetUID()))
 		if err != nil {

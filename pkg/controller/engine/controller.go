@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/expectations"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
 )
@@ -219,7 +220,7 @@ func (c *Controller) sync(ctx context.Context, key string) (requeue time.Duratio
 		}
 		defer func() {
 			if err == nil {
-				requeue = minPositive(requeue, left)
+				requeue = decision.MinPositive(requeue, left)
 			}
 		}()
 	}
@@ -261,7 +262,7 @@ func (c *Controller) decideAndApply(ctx context.Context, key string, job Job) (t
 		return 0, err
 	}
 	verdict := verdicts.combined()
-	d, err := Decide(job, plan, children, verdict, c.now())
+	d, err := decision.Decide(job, plan, children, verdict, c.now())
 	if err != nil {
 		return 0, err
 	}

@@ -15,6 +15,7 @@ import (
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned/fake"
 	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision/decisiontest"
 )
 
 // stallTest is a controller whose job cache holds job as given, on a fake clock, with no
@@ -35,7 +36,7 @@ func newStallTest(t *testing.T, job *batch.GenericJob) *stallTest {
 	}
 	adapter := NewAdapter[*batch.GenericJob]("GenericJob", informer.Informer(), informer.Lister().GenericJobs, jobs.BatchV1beta1().GenericJobs,
 		func(*batch.GenericJob) (*Plan, error) {
-			return &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: allSucceed}, nil
+			return &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: whenAllSucceed}, nil
 		})
 	kube := kubefake.NewClientset()
 	c := New(adapter, Clients{Kube: kube}, Informers{Kube: informers.NewSharedInformerFactory(kube, 0)}, record.NewFakeRecorder(100), Options{})
@@ -85,7 +86,7 @@ func created(c *Controller) int {
 // it never comes (an edit landed between the write and its record), is synced again by
 // itself once the wait runs out, and then decides.
 func TestWaitForOwnStatusComesBack(t *testing.T) {
-	job := testJob(batch.JobStatus{})
+	job := decisiontest.Job(batch.JobStatus{})
 	job.ResourceVersion = "7"
 	s := newStallTest(t, job)
 	s.c.written.Store("ns/job", writtenStatus{resourceVersion: "x9", at: now}) // never shown as such
@@ -111,7 +112,7 @@ func TestWaitForOwnStatusComesBack(t *testing.T) {
 // a newer one (a second writer changed the job since) counts as seen.
 func TestStatusSeenOnceCacheIsNewer(t *testing.T) {
 	for cached, want := range map[string]time.Duration{"9": 0, "12": 0, "8": statusWaitTTL} {
-		job := testJob(batch.JobStatus{})
+		job := decisiontest.Job(batch.JobStatus{})
 		job.ResourceVersion = cached
 		s := newStallTest(t, job)
 		s.c.written.Store("ns/job", writtenStatus{resourceVersion: "9", at: now})
@@ -124,7 +125,7 @@ func TestStatusSeenOnceCacheIsNewer(t *testing.T) {
 // Expectations of creations whose events never come (lost from the watch) hold the job back
 // only until they expire, and the job is synced again then.
 func TestUnmetExpectationsComeBack(t *testing.T) {
-	s := newStallTest(t, testJob(batch.JobStatus{}))
+	s := newStallTest(t, decisiontest.Job(batch.JobStatus{}))
 	s.c.expect.ExpectCreations(expectKey("ns/job", podKind), 1)
 	if wait, err := s.c.sync(context.Background(), "ns/job"); err != nil || wait != 5*time.Minute {
 		t.Fatalf("sync with unmet expectations returned %s, %v: want to come back when they expire", wait, err)
@@ -147,10 +148,10 @@ func TestUnmetExpectationsComeBack(t *testing.T) {
 // A sync that leaves a restart waiting for its backoff asks to come back when it is due:
 // nothing else would bring the job back.
 func TestSyncComesBackForARestartBackoff(t *testing.T) {
-	running := replicaStatus("job-worker-0", "pod-uid", batch.ReplicaRunning, 1)
-	s := newStallTest(t, testJob(statusWith(batch.JobRunning, running)))
+	running := decisiontest.ReplicaStatus("job-worker-0", "pod-uid", batch.ReplicaRunning, 1)
+	s := newStallTest(t, decisiontest.Job(decisiontest.StatusWith(batch.JobRunning, running)))
 	s.c.adapter = &planOverride{Adapter: s.c.adapter, plan: func() *Plan {
-		return &Plan{Groups: []Group{workers(1, batch.RestartOnFailure, nil)}, Judge: allSucceed}
+		return &Plan{Groups: []Group{workers(1, batch.RestartOnFailure, nil)}, Judge: whenAllSucceed}
 	}}
 	failed := s.ownedPod(t, corev1.PodFailed)
 	failed.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.NewTime(now) // the second restart waits 1s from here
@@ -159,8 +160,8 @@ func TestSyncComesBackForARestartBackoff(t *testing.T) {
 	}
 	s.c.noteEnd(failed)
 	wait, err := s.c.sync(context.Background(), "ns/job")
-	if err != nil || wait <= 0 || wait > restartBackoff(1) {
-		t.Fatalf("sync returned %s, %v: want to come back within the %s backoff", wait, err, restartBackoff(1))
+	if backoff := time.Second; err != nil || wait <= 0 || wait > backoff {
+		t.Fatalf("sync returned %s, %v: want to come back within the %s backoff", wait, err, backoff)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision"
 )
 
 // Jobs another controller runs (spec.managedBy; docs/queueing.md, "Across clusters with
@@ -42,11 +43,11 @@ func (c *Controller) keepAdmittersOnly(job Job, plan *Plan, verdict *Verdict, ch
 		}
 		return kept, others
 	}
-	_, gone := admittersOrOthers(live(children.Objects))
+	_, gone := admittersOrOthers(decision.Live(children.Objects))
 	deleted, _ := admittersOrOthers(d.DeleteObjects)
 	created, _ := admittersOrOthers(d.CreateObjects)
 	updated, _ := admittersOrOthers(d.UpdateObjects)
-	kept := &Decision{Status: job.JobStatus(), DeletePods: live(children.Pods), CreateObjects: created,
+	kept := &Decision{Status: job.JobStatus(), DeletePods: decision.Live(children.Pods), CreateObjects: created,
 		UpdateObjects: updated, DeleteObjects: append(gone, deleted...), RequeueAfter: d.RequeueAfter, Elsewhere: true}
 	if st := job.JobStatus(); verdict != nil && !verdict.Admitted && !st.Finished() && (st.StartTime == nil || plan.Paused) {
 		kept.Status = d.Status

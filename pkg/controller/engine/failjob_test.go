@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision/decisiontest"
 )
 
 // failingPlan is an adapter whose plan cannot be made.
@@ -29,8 +30,8 @@ func (failingPlan) Plan(Job) (*Plan, error) {
 // Failed status goes first, then its unfinished replica stops, and a Warning event says why.
 // The cached job is left as it was: the sync works on the job apply returns.
 func TestAFailureFoundWhilePlanningIsADecision(t *testing.T) {
-	running := replicaStatus("job-worker-0", "pod-uid", batch.ReplicaRunning, 0)
-	s := newStallTest(t, testJob(statusWith(batch.JobRunning, running)))
+	running := decisiontest.ReplicaStatus("job-worker-0", "pod-uid", batch.ReplicaRunning, 0)
+	s := newStallTest(t, decisiontest.Job(decisiontest.StatusWith(batch.JobRunning, running)))
 	s.c.adapter = failingPlan{s.c.adapter}
 	p := s.ownedPod(t, corev1.PodRunning)
 	if _, err := s.c.clients.Kube.CoreV1().Pods("ns").Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
@@ -78,9 +79,9 @@ func TestAFailureFoundWhilePlanningIsADecision(t *testing.T) {
 // A job that finds a child's name held by another object fails, and the pods its sync made
 // before it found out stop with it: they were not in the cache the sync started from.
 func TestANameTakenStopsThePodsMadeInTheSameSync(t *testing.T) {
-	s := newStallTest(t, testJob(batch.JobStatus{}))
+	s := newStallTest(t, decisiontest.Job(batch.JobStatus{}))
 	s.c.adapter = &planOverride{Adapter: s.c.adapter, plan: func() *Plan {
-		return &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: allSucceed,
+		return &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: whenAllSucceed,
 			ServicePorts: []corev1.ServicePort{{Name: "http", Port: 80}}}
 	}}
 	kube := s.c.clients.Kube.(*kubefake.Clientset)

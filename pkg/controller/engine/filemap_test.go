@@ -7,17 +7,31 @@ import (
 	"testing"
 )
 
-// The engine's file map in docs/architecture.md ("The engine, one concern a file") names
-// every file of the package, and only files that exist: a reader finds a concern by it.
+// The file maps in docs/architecture.md, the engine's ("The engine, one concern a file") and
+// the decision's ("The decision, one policy a file"), name every file of their package, and
+// only files that exist: a reader finds a concern by them.
 func TestFileMapIsTrue(t *testing.T) {
 	doc, err := os.ReadFile("../../../docs/architecture.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(doc), "## The engine, one concern a file\n\n```\n")
+	for _, m := range []struct{ heading, dir string }{
+		{"## The engine, one concern a file", "."},
+		{"## The decision, one policy a file", "../decision"},
+	} {
+		checkFileMap(t, string(doc), m.heading, m.dir)
+	}
+}
+
+// checkFileMap checks the file map in the first code block under heading against the Go
+// files of dir.
+func checkFileMap(t *testing.T, doc, heading, dir string) {
+	t.Helper()
+	_, section, ok := strings.Cut(doc, heading+"\n\n```\n")
 	block, _, closed := strings.Cut(section, "```")
 	if !ok || !closed {
-		t.Fatal(`docs/architecture.md has no file map under "## The engine, one concern a file"`)
+		t.Errorf("docs/architecture.md has no file map under %q", heading)
+		return
 	}
 	mapped := map[string]bool{}
 	for _, line := range strings.Split(block, "\n") {
@@ -25,17 +39,18 @@ func TestFileMapIsTrue(t *testing.T) {
 			mapped[name] = true
 		}
 	}
-	files, err := filepath.Glob("*.go")
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range files {
+		f = filepath.Base(f)
 		if !strings.HasSuffix(f, "_test.go") && !mapped[f] {
-			t.Errorf("%s is not in docs/architecture.md's file map of the engine", f)
+			t.Errorf("%s is not in docs/architecture.md's file map under %q", f, heading)
 		}
 		delete(mapped, f)
 	}
 	for f := range mapped {
-		t.Errorf("docs/architecture.md's file map of the engine names %s, which does not exist", f)
+		t.Errorf("docs/architecture.md's file map under %q names %s, which does not exist", heading, f)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision"
 )
 
 // A disrupted pod can be deleted before its job's next sync reads it: the scheduler marks a
@@ -112,7 +113,7 @@ func (m *goneMemory) forgetJob(job types.UID) {
 // rememberGone keeps the last state of a deleted pod that was disrupted.
 func (c *Controller) rememberGone(obj any) {
 	pod := asPod(obj)
-	if pod == nil || !disrupted(pod) {
+	if pod == nil || !decision.Disrupted(pod) {
 		return
 	}
 	if job := types.UID(pod.Labels[batch.LabelControllerUID]); job != "" {

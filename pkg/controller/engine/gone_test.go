@@ -10,13 +10,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision/decisiontest"
 )
 
 // The scheduler marks a pod it preempts and deletes it at once: when the deletion is seen
 // before the job's sync reads the marked pod, the replica's lastTermination still names the
 // preemption, from the deleted pod's last state, and the memory of it goes with the sync.
 func TestPodDeletedBeforeItsDisruptionWasRead(t *testing.T) {
-	s := newStallTest(t, testJob(statusWith(batch.JobRunning, replicaStatus("job-worker-0", "pod-uid", batch.ReplicaRunning, 0))))
+	s := newStallTest(t, decisiontest.Job(decisiontest.StatusWith(batch.JobRunning, decisiontest.ReplicaStatus("job-worker-0", "pod-uid", batch.ReplicaRunning, 0))))
 	p := s.ownedPod(t, corev1.PodRunning)
 	if err := s.c.caches[kindIndex(PodKind)].indexer.Delete(p); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision"
 	"github.com/t9k-jobs/t9k-jobs/pkg/features"
 )
 
@@ -55,8 +56,8 @@ func (c *Controller) updateJob(old, cur any) {
 // armStallCheck asks for a sync when a running job's replicas, reported in its status now,
 // would be stalled should they say nothing more. No other event need come: a replica that
 // reports once and then hangs changes nothing else, and the sync that sees its report is
-// what arms the next timer (stall.go). The queue keeps the earliest of the times asked for
-// a key, so a job that reports often costs one timer, not one per report.
+// what arms the next timer (decision/stall.go). The queue keeps the earliest of the times
+// asked for a key, so a job that reports often costs one timer, not one per report.
 func (c *Controller) armStallCheck(j Job) {
 	deadline := j.JobLifecycle().ProgressDeadlineSeconds
 	if deadline == nil || *deadline <= 0 || j.JobStatus().Phase != batch.JobRunning {
@@ -195,7 +196,7 @@ func podState(obj any) (phase corev1.PodPhase, ready, ok bool) {
 	case *CachedPod:
 		return p.Phase, p.Ready, true
 	case *corev1.Pod:
-		return p.Status.Phase, podReady(p), true
+		return p.Status.Phase, decision.PodReady(p), true
 	}
 	return "", false, false
 }

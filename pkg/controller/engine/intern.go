@@ -51,8 +51,8 @@ func internKeys(m map[string]string) map[string]string {
 	return out
 }
 
-// sinceMark is in the messages that say since when replicas wait (waiting.go): each is its
-// job's own, and would only fill the table.
+// sinceMark is in the messages that say since when replicas wait (decision/waiting.go): each
+// is its job's own, and would only fill the table.
 const sinceMark = "(since "
 
 // internStatus shares the strings of a job's status that come from small sets: conditions'

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision/decisiontest"
 )
 
 // decoded returns a fresh copy of s, as decoding gives every object its own.
@@ -43,7 +44,7 @@ func TestCommonStringsAreShared(t *testing.T) {
 
 	long := strings.Repeat("x", internMaxLen+1)
 	jobWith := func() *batch.GenericJob {
-		job := testJob(batch.JobStatus{Conditions: []batch.JobCondition{
+		job := decisiontest.Job(batch.JobStatus{Conditions: []batch.JobCondition{
 			{Type: batch.JobConditionType(decoded("Running")), Message: decoded("The job is not paused.")},
 			{Type: batch.JobConditionType(decoded("Failed")), Message: decoded(long)}}})
 		o, _ := TrimJob(job)

@@ -11,17 +11,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// ObjectKind is the kind of a job's child, as its API names it.
-type ObjectKind string
-
-const (
-	PodKind        ObjectKind = "Pod"
-	ServiceKind    ObjectKind = "Service"
-	SecretKind     ObjectKind = "Secret"
-	ConfigMapKind  ObjectKind = "ConfigMap"
-	DeploymentKind ObjectKind = "Deployment"
-)
-
 // Clients write the children. An admitter's kinds write with clients of their own.
 type Clients struct {
 	Kube kubernetes.Interface
@@ -162,12 +151,19 @@ func (t kindTable) of(o metav1.Object) *ChildKind {
 	return nil
 }
 
-// name is the kind of an object ("" for one the table does not hold).
-func (t kindTable) name(o metav1.Object) ObjectKind {
+// KindOf is the kind of an object ("" for one the table does not hold): the table is the
+// decision's KindTable.
+func (t kindTable) KindOf(o metav1.Object) ObjectKind {
 	if k := t.of(o); k != nil {
 		return k.Kind
 	}
 	return ""
+}
+
+// ReplaceOnChange: a child of o's kind whose built content changed is made again.
+func (t kindTable) ReplaceOnChange(o metav1.Object) bool {
+	k := t.of(o)
+	return k != nil && k.ReplaceOnChange
 }
 
 // podKind is the table entry of pods, the replicas: the first of the engine's own.

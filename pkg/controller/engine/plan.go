@@ -1,37 +1,25 @@
 // Package engine is the job engine every kind shares. A kind's adapter describes a job as a
 // Plan (replica groups, their pod templates and restart policies, the job's other children
-// and the rule that ends the job); the engine compares the plan with the children that exist
-// and decides what to create, update, delete, restart and report. Every kind of child is one
-// entry in one table (kinds.go). It knows nothing of MPI or TensorFlow, nor of Kueue: what
-// decides when a job's pods may be made is an Admitter (admission.go).
+// and the rule that ends the job); the decision package compares the plan with the children
+// that exist and decides what to create, update, delete, restart and report, and the engine
+// carries that out: it watches the jobs and their children, reads them from its caches, asks
+// the admitters, and writes. Every kind of child is one entry in one table (kinds.go). It
+// knows nothing of MPI or TensorFlow, nor of Kueue: what decides when a job's pods may be
+// made is an Admitter (admission.go).
 package engine
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision"
 )
-
-// Job is a job of any kind.
-type Job interface {
-	metav1.Object
-	runtime.Object
-	// JobStatus is the status every kind shares.
-	JobStatus() *batch.JobStatus
-	// JobLifecycle is the lifecycle controls every kind's spec shares (TTL, start deadline,
-	// restart scope).
-	JobLifecycle() *batch.Lifecycle
-}
 
 // Adapter is what the engine needs to know of one kind. NewAdapter makes one from the
 // kind's typed pieces and a plan function.
@@ -54,201 +42,65 @@ type Adapter interface {
 	Delete(ctx context.Context, job Job) error
 }
 
-// Plan is a job as the engine runs it.
-type Plan struct {
-	// Groups are the replica types, in the order status reports them.
-	Groups []Group
-	// ServicePorts, when set, give every replica a headless Service named like its pod.
-	ServicePorts []corev1.ServicePort
-	// Debug runs every replica's debug command; the job never ends on its own.
-	Debug bool
-	// DebugHint, in debug mode, tells a person what to do with the job: how to start its work
-	// by hand. The Running condition's message ends with it while every replica runs its
-	// debug command, and a DebugMode event says it when that message first does.
-	DebugHint string
-	// Paused deletes every replica and service until it is unset.
-	Paused bool
-	// Scheduler, when set, places the pods with T9k Scheduler.
-	Scheduler *batch.T9kScheduler
-	// CleanUp says which replicas are deleted once the job has ended; CleanUpTypes limits it
-	// to some replica types (nil: all).
-	CleanUp      batch.CleanUpPolicy
-	CleanUpTypes []string
-	// BackoffLimit bounds the restarts of all replicas together (nil: no bound).
-	BackoffLimit *int32
-	// Deadline fails the job once it has run this long, from status.startTime: the first
-	// creation of its replicas, again at each resume (0: no deadline). Debug mode has none.
-	Deadline time.Duration
-	// StartupDeadline fails the job when its replicas are not all running this long after
-	// status.startTime (0: no deadline). Debug mode has none.
-	StartupDeadline time.Duration
-	// RestartJob: a restart restarts every replica of the job together, once all the old
-	// pods are gone (spec.restartScope: Job); backoffLimit bounds status.restarts then.
-	RestartJob bool
-	// Judge tells from the replicas whether the job has ended; nil means not yet.
-	Judge func(Replicas) *Outcome
-	// Objects are the job's children besides its replicas: an SSH key Secret, a hostfile
-	// ConfigMap, a Service for all replicas, a TensorBoard Deployment. Each is created while
-	// the job has not ended, again if it is deleted, and updated when what the plan builds
-	// for it changes (a resize while paused rewrites the hostfile); it lives until the job is
-	// deleted (pause and clean-up keep it). One the plan no longer lists is deleted.
-	Objects []PlannedChild
-	// KindStatus, when set, reports the kind's own status fields from the children
-	// (TensorFlow's TensorBoard); they are written with the shared status.
-	KindStatus func(Children) KindStatus
-	// FailurePolicy is the job's spec.failurePolicy (nil: none): rules that decide what a
-	// replica's failure does (rules.go), and the nodes new pods avoid (nodes.go).
-	FailurePolicy *batch.FailurePolicy
-	// ProgressDeadline calls a running job stalled when a replica that reported progress
-	// then reports nothing this long (0: never; stall.go). ProgressLag is how late a report
-	// may show in status.progress (the progress writer's interval, the controllers' clocks
-	// apart): a replica is called stalled only once its silence is longer than both, so that
-	// a report taken but not yet written never counts as silence.
-	ProgressDeadline time.Duration
-	ProgressLag      time.Duration
-	// Progress, when the controller serves the progress endpoint, is where the job's pods
-	// report (progress.go); the engine sets it, not the adapter.
-	Progress *ProgressPlan
+// What an adapter gives and the decision takes (the decision package's plan.go), under the
+// names the adapters and admitters know them by.
+type (
+	Job          = decision.Job
+	Plan         = decision.Plan
+	Group        = decision.Group
+	Replica      = decision.Replica
+	Replicas     = decision.Replicas
+	Outcome      = decision.Outcome
+	PlannedChild = decision.PlannedChild
+	Children     = decision.Children
+	KindStatus   = decision.KindStatus
+	ObjectKind   = decision.ObjectKind
+	Verdict      = decision.Verdict
+	Decision     = decision.Decision
+	ReplicaWait  = decision.ReplicaWait
+	RuleDecision = decision.RuleDecision
+)
+
+// The kinds of the engine's own children.
+const (
+	PodKind        = decision.PodKind
+	ServiceKind    = decision.ServiceKind
+	SecretKind     = decision.SecretKind
+	ConfigMapKind  = decision.ConfigMapKind
+	DeploymentKind = decision.DeploymentKind
+)
+
+// Names of the decision's that adapters and admitters use.
+const (
+	ReasonDeleted       = decision.ReasonDeleted
+	MsgSucceeded        = decision.MsgSucceeded
+	AnnotationChildHash = decision.AnnotationChildHash
+)
+
+// ChildName is decision.ChildName: the name of a replica's pod and Service.
+func ChildName(job, replicaType string, rank int32) string {
+	return decision.ChildName(job, replicaType, rank)
 }
 
-// Children are what the controller sees of a job's children.
-type Children struct {
-	Pods []*corev1.Pod
-	// Objects are the job's other children, of every kind in the controller's table.
-	Objects []metav1.Object
-	// EndSeen is when the controller first saw each ended pod (by UID) as ended. A
-	// container's finishedAt is truncated to the second; this keeps restart backoffs from
-	// starting up to a second before the pod really ended.
-	EndSeen map[types.UID]time.Time
-	// Gone is the last state, by UID, of the job's pods that were disrupted and deleted
-	// before a sync read them: how they ended is told from it.
-	Gone map[types.UID]*corev1.Pod
+// ExitText is decision.ExitText: " with exit code N" for a non-zero code.
+func ExitText(code int32) string { return decision.ExitText(code) }
 
-	// kinds is the controller's table of child kinds, the admitters' included (nil: the
-	// engine's own kinds), by which a decision knows each object's kind.
-	kinds kindTable
+// Seconds is decision.Seconds: n seconds as a Duration, as long as one can be past that.
+func Seconds(n int64) time.Duration { return decision.Seconds(n) }
+
+// PodEnded is decision.PodEnded: the pod runs no more.
+func PodEnded(pod *corev1.Pod) bool { return decision.PodEnded(pod) }
+
+// Listed is decision.Listed: names joined for a message, the first most of a long list.
+func Listed(names []string, most int) string { return decision.Listed(names, most) }
+
+// EndMessage is decision.EndMessage: what an ended job's Failed or Completed condition says.
+func EndMessage(s *batch.JobStatus) string { return decision.EndMessage(s) }
+
+// BuildChild is decision.BuildChild: a plan's object built as the job's child, with its hash.
+func BuildChild(job Job, o PlannedChild, current metav1.Object) (metav1.Object, error) {
+	return decision.BuildChild(job, o, current)
 }
 
-// KindStatus is a kind's own part of its status, as a decision found it.
-type KindStatus interface {
-	// SetOn sets the fields on job and says whether they changed.
-	SetOn(job Job) (changed bool)
-}
-
-// PlannedChild is one of a job's children besides its replicas (a Service, a ConfigMap, an
-// admitter's Workload or PodGroup), as the plan wants it. Not to be confused with
-// metav1.Object, which is what it builds.
-type PlannedChild struct {
-	Kind ObjectKind
-	Name string
-	// Build makes the object as the plan wants it now, given the one that exists (nil when
-	// there is none), so that what must not change (a key pair) is kept from it. The engine
-	// sets its name, namespace, labels and owner, and compares a hash of the result with the
-	// one it recorded on the existing object: a difference updates it. Build is called on
-	// every sync: it must be cheap, and build the same from the same job and current object
-	// (what is made afresh, a key pair, only when there is no current object).
-	Build func(current metav1.Object) (metav1.Object, error)
-	// Unhashed, when set, completes a built object with what the hash leaves out: fields
-	// another controller owns once the object exists (an admitter's, whose priority its
-	// system rewrites), which must not make the engine change it.
-	Unhashed func(built metav1.Object)
-	// Keep keeps the existing object as it is while the plan lists it: not built, changed nor
-	// made (an admitter's request that must outlast the job's pods).
-	Keep bool
-}
-
-// Group is one replica type.
-type Group struct {
-	Type     string
-	Replicas int32
-	// Restart says when a replica is restarted; Limit bounds one replica's restarts (nil: no
-	// bound).
-	Restart batch.RestartPolicy
-	Limit   *int32
-	// Template returns the pod template of the replica of a rank. The engine names the pod,
-	// labels it, owns it, and applies the run mode and scheduler.
-	Template func(rank int32) corev1.PodTemplateSpec
-	// PodName names the pod of a rank (nil: <job>-<type>-<rank>).
-	PodName func(rank int32) string
-	// After lists replica types every replica of which must be Ready before this group's pods
-	// are created (a launcher waits for its workers). Debug mode does not wait.
-	After []string
-	// MainContainer names the container that debug and resume settings change ("": the first).
-	MainContainer string
-	// Debug is the group's debug setting, used when the plan is in debug mode.
-	Debug *batch.ReplicaDebugSet
-	// Resume is the group's resume setting, used once the job has been paused and resumed.
-	Resume *batch.ResumeSpec
-}
-
-// Replica is what a plan's Judge sees of one replica.
-type Replica struct {
-	// Phase is the replica's phase; "" while Held.
-	Phase    batch.ReplicaPhase
-	ExitCode int32
-	// Final: the replica has ended for good (succeeded, or failed with no restart left).
-	Final bool
-	// Ready: its pod is Ready.
-	Ready bool
-	// Lost: its pod is gone, or being deleted, though it had not ended (deleted by hand, or
-	// with its node); the engine creates it again unless the outcome says otherwise.
-	Lost bool
-	// Held: it has no pod because its group waits for others to be Ready (Group.After).
-	Held bool
-	// Disruption, for a Lost replica, is why its pod went when Kubernetes says so (the
-	// reason of its DisruptionTarget condition: EvictionByEvictionAPI ...), else Deleted.
-	Disruption string
-}
-
-// Replicas are a job's replicas, by type and rank.
-type Replicas map[string][]Replica
-
-// Outcome is how a job ended.
-type Outcome struct {
-	Succeeded bool
-	// Reason is one word; Message says why, e.g. which rule fired.
-	Reason, Message string
-}
-
-// SetRunMode applies a job's run mode (debug, pause and their per-type settings) and
-// scheduler to the plan; call it once the plan has its groups.
-func (p *Plan) SetRunMode(mode *batch.RunMode, scheduler *batch.SchedulePolicy) {
-	if mode != nil {
-		p.Debug = mode.Debug != nil && mode.Debug.Enabled
-		p.Paused = mode.Pause != nil && mode.Pause.Enabled
-		for i := range p.Groups {
-			p.Groups[i].Debug = mode.Debug.For(p.Groups[i].Type)
-			p.Groups[i].Resume = mode.Pause.For(p.Groups[i].Type)
-		}
-	}
-	if scheduler != nil {
-		p.Scheduler = scheduler.T9kScheduler
-	}
-}
-
-// SetLifecycle applies the lifecycle controls every kind's spec shares to the plan.
-func (p *Plan) SetLifecycle(l *batch.Lifecycle) {
-	if l.StartupDeadlineSeconds != nil && *l.StartupDeadlineSeconds > 0 {
-		p.StartupDeadline = Seconds(*l.StartupDeadlineSeconds)
-	}
-	p.RestartJob = l.RestartScope == batch.RestartScopeJob
-	p.FailurePolicy = l.FailurePolicy
-	if l.ProgressDeadlineSeconds != nil && *l.ProgressDeadlineSeconds > 0 {
-		p.ProgressDeadline = Seconds(*l.ProgressDeadlineSeconds)
-	}
-}
-
-// Seconds is n seconds as a Duration; a count past what a Duration holds (some 292 years)
-// is as long as one can be, where the product would overflow into the past.
-func Seconds(n int64) time.Duration {
-	return time.Duration(min(n, math.MaxInt64/int64(time.Second))) * time.Second
-}
-
-// ExitText is " with exit code N" for a non-zero code: the one phrase every message uses for
-// how a replica ended.
-func ExitText(code int32) string {
-	if code == 0 {
-		return ""
-	}
-	return fmt.Sprintf(" with exit code %d", code)
-}
+// BuiltOtherwise is decision.BuiltOtherwise: the plan built something else than cur.
+func BuiltOtherwise(cur, built metav1.Object) bool { return decision.BuiltOtherwise(cur, built) }

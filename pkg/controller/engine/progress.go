@@ -7,23 +7,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision"
 )
 
 // Where replicas report their progress (docs/progress.md): when the controller serves the
 // progress endpoint (Options.Progress), every pod of every kind is told, as Kubeflow
 // Trainer's pods are, with the same variables and paths, so that a script written for one
-// reports to the other:
-//
-//	KUBEFLOW_TRAINER_SERVER_URL      https://<endpoint>/apis/batch.tensorstack.dev/v1beta1/namespaces/<ns>/<resource>/<job>/status
-//	KUBEFLOW_TRAINER_SERVER_CA_CERT  /var/run/secrets/kubeflow/trainer/ca.crt
-//	KUBEFLOW_TRAINER_SERVER_TOKEN    /var/run/secrets/kubeflow/trainer/token
-//
-// The directory is a projected volume of a ServiceAccount token bound to the pod, for the
-// job's own audience (an hour, renewed by the kubelet), and the CA of the endpoint's
-// certificate, from the job's ConfigMap <job>-progress-ca, one of the job's children.
+// reports to the other. The decision gives each pod the variables and the volume of its token
+// and CA (the decision package's progress.go); the controller says where the endpoint is,
+// for which audience, and makes the CA's ConfigMap, <job>-progress-ca, one of the job's
+// children.
 
 // ProgressEndpoint is the controller's progress endpoint as pods reach it.
 type ProgressEndpoint struct {
@@ -32,29 +27,8 @@ type ProgressEndpoint struct {
 	// CA returns the PEM of the CA pods trust it by; it may change while the controller runs.
 	CA func() []byte
 	// WriteInterval is the least time between two writes of a job's progress: a report
-	// shows in status.progress up to this long after it was taken (stall.go).
+	// shows in status.progress up to this long after it was taken (decision/stall.go).
 	WriteInterval time.Duration
-}
-
-// The variables, files and names that pods are given.
-const (
-	EnvProgressURL    = "KUBEFLOW_TRAINER_SERVER_URL"
-	EnvProgressCACert = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
-	EnvProgressToken  = "KUBEFLOW_TRAINER_SERVER_TOKEN"
-	ProgressDir       = "/var/run/secrets/kubeflow/trainer"
-	progressVolume    = "t9k-progress"
-	progressCAKey     = "ca.crt"
-	progressTokenFile = "token"
-	// progressTokenSeconds is the token's lifetime; the kubelet renews it at 80%.
-	progressTokenSeconds = 3600
-)
-
-// ProgressPlan is where a job's pods report.
-type ProgressPlan struct {
-	// URL is the job's endpoint; Audience its tokens' audience.
-	URL, Audience string
-	// ConfigMap holds the CA (ca.crt).
-	ConfigMap string
 }
 
 // clockSlack is how far apart the clocks of the controller's replicas may be: a report is
@@ -83,68 +57,14 @@ func (c *Controller) planProgress(job Job, plan *Plan) {
 	// The job's status subresource, as the API server names it: pkg/progress serves the same
 	// path and checks the same audience.
 	resource := strings.ToLower(c.adapter.GroupVersionKind().Kind) + "s"
-	plan.Progress = &ProgressPlan{URL: strings.TrimSuffix(p.URL, "/") + batch.StatusPath(resource, job.GetNamespace(), job.GetName()),
+	plan.Progress = &decision.ProgressPlan{URL: strings.TrimSuffix(p.URL, "/") + batch.StatusPath(resource, job.GetNamespace(), job.GetName()),
 		Audience:  batch.ProgressAudience(resource, job.GetNamespace(), job.GetName()),
 		ConfigMap: progressConfigMap(job.GetName())}
 	plan.ProgressLag = c.reportLag()
 	plan.Objects = append(plan.Objects, PlannedChild{Kind: ConfigMapKind, Name: plan.Progress.ConfigMap,
 		Build: func(metav1.Object) (metav1.Object, error) {
-			return &corev1.ConfigMap{Data: map[string]string{progressCAKey: string(p.CA())}}, nil
+			return &corev1.ConfigMap{Data: map[string]string{decision.ProgressCAKey: string(p.CA())}}, nil
 		}})
-}
-
-// injectProgress gives every container and init container of a pod the variables and the
-// directory; nil p gives nothing. What the pod's template already has is kept: a variable it
-// sets, a volume of the same name or a mount at the same path (then that container goes
-// without).
-func injectProgress(pod *corev1.Pod, p *ProgressPlan) {
-	if p == nil {
-		return
-	}
-	for _, v := range pod.Spec.Volumes {
-		if v.Name == progressVolume {
-			return
-		}
-	}
-	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: progressVolume, VolumeSource: corev1.VolumeSource{
-		Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
-			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: p.Audience,
-				ExpirationSeconds: ptr.To[int64](progressTokenSeconds), Path: progressTokenFile}},
-			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: p.ConfigMap},
-				Items: []corev1.KeyToPath{{Key: progressCAKey, Path: progressCAKey}}}},
-		}}}})
-	env := []corev1.EnvVar{
-		{Name: EnvProgressURL, Value: p.URL},
-		{Name: EnvProgressCACert, Value: ProgressDir + "/" + progressCAKey},
-		{Name: EnvProgressToken, Value: ProgressDir + "/" + progressTokenFile},
-	}
-	for _, containers := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for i := range containers {
-			c := &containers[i]
-			mounted := false
-			for _, m := range c.VolumeMounts {
-				mounted = mounted || m.MountPath == ProgressDir
-			}
-			if mounted {
-				continue
-			}
-			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: progressVolume, MountPath: ProgressDir, ReadOnly: true})
-			for _, e := range env {
-				if !hasEnv(c, e.Name) {
-					c.Env = append(c.Env, e)
-				}
-			}
-		}
-	}
-}
-
-func hasEnv(c *corev1.Container, name string) bool {
-	for _, e := range c.Env {
-		if e.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // IndexChildrenByJob gives a child informer the engine's index by job (IndexByJob) before a

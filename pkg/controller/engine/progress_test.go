@@ -15,6 +15,7 @@ import (
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned/fake"
 	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision/decisiontest"
 	"github.com/t9k-jobs/t9k-jobs/pkg/progress"
 )
 
@@ -22,7 +23,7 @@ import (
 // endpoint at https://ctl.example:10443 whose CA is *ca, driven by hand.
 func progressController(t *testing.T, ca *string, tmpl func(int32) corev1.PodTemplateSpec) (*Controller, *kubefake.Clientset) {
 	t.Helper()
-	job := testJob(batch.JobStatus{})
+	job := decisiontest.Job(batch.JobStatus{})
 	jobs := fake.NewClientset(job)
 	informer := jobinformers.NewSharedInformerFactory(jobs, 0).Batch().V1beta1().GenericJobs()
 	if err := informer.Informer().GetIndexer().Add(job); err != nil {
@@ -34,7 +35,7 @@ func progressController(t *testing.T, ca *string, tmpl func(int32) corev1.PodTem
 			if tmpl != nil {
 				g.Template = tmpl
 			}
-			return &Plan{Groups: []Group{g}, Judge: allSucceed}, nil
+			return &Plan{Groups: []Group{g}, Judge: whenAllSucceed}, nil
 		})
 	kube := kubefake.NewClientset()
 	c := New(adapter, Clients{Kube: kube}, Informers{Kube: informers.NewSharedInformerFactory(kube, 0)}, record.NewFakeRecorder(100),
@@ -155,7 +156,7 @@ func TestProgressKeepsTheTemplates(t *testing.T) {
 
 // TestNoProgressWithoutEndpoint: without the progress endpoint, nothing is added.
 func TestNoProgressWithoutEndpoint(t *testing.T) {
-	s := newStallTest(t, testJob(batch.JobStatus{}))
+	s := newStallTest(t, decisiontest.Job(batch.JobStatus{}))
 	s.processOnce(t)
 	kube := s.c.clients.Kube.(*kubefake.Clientset)
 	if cms := createdOf[*corev1.ConfigMap](kube, "configmaps"); len(cms) != 0 {

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision"
 )
 
 // What the admitters are told of a sync once it is carried out (Admitter.Decided), or of a
@@ -50,7 +51,7 @@ func everyReplicaReady(s *batch.JobStatus, pods []*corev1.Pod) bool {
 		total += len(t.Replicas)
 	}
 	for _, p := range pods {
-		if p.DeletionTimestamp == nil && (podReady(p) || p.Status.Phase == corev1.PodSucceeded) {
+		if p.DeletionTimestamp == nil && (decision.PodReady(p) || p.Status.Phase == corev1.PodSucceeded) {
 			ready++
 		}
 	}
@@ -70,7 +71,7 @@ func keptRunning(d *Decision, pods []*corev1.Pod) []string {
 		return nil
 	}
 	var names []string
-	for _, p := range unlisted(live(pods), d.DeletePods) {
+	for _, p := range decision.Unlisted(decision.Live(pods), d.DeletePods) {
 		if !PodEnded(p) {
 			names = append(names, p.Name)
 		}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision/decisiontest"
 )
 
 // full gives a pod everything a real one has besides what the tests set: the fields the
@@ -56,7 +57,7 @@ func full(p *corev1.Pod) *corev1.Pod {
 
 // waiting is a pending pod whose container waits, for the reason given.
 func waiting(name string, uid types.UID, reason string) *corev1.Pod {
-	p := pod(name, uid, corev1.PodPending, 0)
+	p := decisiontest.Pod(name, uid, corev1.PodPending, 0)
 	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}
 	return p
 }
@@ -65,25 +66,25 @@ func waiting(name string, uid types.UID, reason string) *corev1.Pod {
 // the children as the API server has them. A field the transform drops that the engine
 // starts to read makes a case here decide differently.
 func TestTrimmedChildrenDecideAlike(t *testing.T) {
-	oom := full(pod("job-worker-0", "w0", corev1.PodFailed, 137))
+	oom := full(decisiontest.Pod("job-worker-0", "w0", corev1.PodFailed, 137))
 	oom.Status.Reason, oom.Status.Message = "Evicted", "The node was low on memory."
 	oom.Status.ContainerStatuses[0].State.Terminated.Reason = "OOMKilled"
 	oom.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.Time{Time: now.Add(-10 * time.Second)} // its 3rd restart's backoff is over
-	deleting := full(pod("job-worker-1", "w1", corev1.PodRunning, 0))
+	deleting := full(decisiontest.Pod("job-worker-1", "w1", corev1.PodRunning, 0))
 	deleting.DeletionTimestamp = &metav1.Time{Time: now}
-	debug := full(ready(pod("job-worker-1", "w1", corev1.PodRunning, 0)))
+	debug := full(decisiontest.Ready(decisiontest.Pod("job-worker-1", "w1", corev1.PodRunning, 0)))
 	debug.Annotations = map[string]string{batch.AnnotationRunMode: batch.RunModeDebug}
-	evicted := full(pod("job-worker-1", "w1", corev1.PodRunning, 0))
+	evicted := full(decisiontest.Pod("job-worker-1", "w1", corev1.PodRunning, 0))
 	evicted.DeletionTimestamp = &metav1.Time{Time: now}
 	evicted.Status.Conditions = append(evicted.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
 		Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting", LastTransitionTime: metav1.NewTime(now)})
-	succeeded := full(pod("job-worker-0", "w0", corev1.PodSucceeded, 0))
+	succeeded := full(decisiontest.Pod("job-worker-0", "w0", corev1.PodSucceeded, 0))
 	succeeded.CreationTimestamp = metav1.Time{Time: now.Add(-time.Hour)}
 
 	hostfile := PlannedChild{Kind: ConfigMapKind, Name: "job-hostfile", Build: func(metav1.Object) (metav1.Object, error) {
 		return &corev1.ConfigMap{Data: map[string]string{"hostfile": "w0\n"}}, nil
 	}}
-	madeHostfile, err := BuildChild(testJob(batch.JobStatus{}), hostfile, nil)
+	madeHostfile, err := BuildChild(decisiontest.Job(batch.JobStatus{}), hostfile, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func TestTrimmedChildrenDecideAlike(t *testing.T) {
 	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "job-worker-0", UID: "s0", Labels: map[string]string{batch.LabelReplicaType: "worker"}},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Port: 2222}}}}
 
-	restartOnFailure := &Plan{Groups: []Group{workers(2, batch.RestartOnFailure, ptr.To[int32](3))}, Judge: allSucceed,
+	restartOnFailure := &Plan{Groups: []Group{workers(2, batch.RestartOnFailure, ptr.To[int32](3))}, Judge: whenAllSucceed,
 		ServicePorts: []corev1.ServicePort{{Port: 2222}}, Objects: []PlannedChild{hostfile}, CleanUp: batch.CleanUpUnfinished,
 		KindStatus: func(ch Children) KindStatus {
 			ready := int32(0)
@@ -105,7 +106,7 @@ func TestTrimmedChildrenDecideAlike(t *testing.T) {
 			}
 			return readyReplicas(ready)
 		}}
-	debugPlan := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Debug: true, DebugHint: "go", Judge: allSucceed}
+	debugPlan := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Debug: true, DebugHint: "go", Judge: whenAllSucceed}
 	cases := []struct {
 		name    string
 		plan    *Plan
@@ -114,23 +115,26 @@ func TestTrimmedChildrenDecideAlike(t *testing.T) {
 		objects []metav1.Object
 	}{
 		{"a restart after an OOM kill, a pod being deleted, objects", restartOnFailure,
-			statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 2), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
+			decisiontest.StatusWith(batch.JobRunning, decisiontest.ReplicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 2), decisiontest.ReplicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
 			[]*corev1.Pod{oom, deleting}, []metav1.Object{madeHostfile, tensorboard, service}},
 		{"debug mode, ready pods", debugPlan,
-			statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
-			[]*corev1.Pod{full(ready(pod("job-worker-0", "w0", corev1.PodRunning, 0))), debug}, nil},
+			decisiontest.StatusWith(batch.JobRunning, decisiontest.ReplicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), decisiontest.ReplicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
+			[]*corev1.Pod{full(decisiontest.Ready(decisiontest.Pod("job-worker-0", "w0", corev1.PodRunning, 0))), debug}, nil},
 		{"a pod waiting for its image", restartOnFailure,
-			statusWith(batch.JobPending, replicaStatus("job-worker-0", "w0", batch.ReplicaPending, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
-			[]*corev1.Pod{full(waiting("job-worker-0", "w0", "ImagePullBackOff")), full(ready(pod("job-worker-1", "w1", corev1.PodRunning, 0)))}, nil},
+			decisiontest.StatusWith(batch.JobPending, decisiontest.ReplicaStatus("job-worker-0", "w0", batch.ReplicaPending, 0), decisiontest.ReplicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
+			[]*corev1.Pod{full(waiting("job-worker-0", "w0", "ImagePullBackOff")), full(decisiontest.Ready(decisiontest.Pod("job-worker-1", "w1", corev1.PodRunning, 0)))}, nil},
 		{"a pod the scheduler cannot place, one that waits for its image", restartOnFailure,
-			statusWith(batch.JobPending, replicaStatus("job-worker-0", "w0", batch.ReplicaPending, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaPending, 0)),
+			decisiontest.StatusWith(batch.JobPending, decisiontest.ReplicaStatus("job-worker-0", "w0", batch.ReplicaPending, 0), decisiontest.ReplicaStatus("job-worker-1", "w1", batch.ReplicaPending, 0)),
 			[]*corev1.Pod{unplaced(full(waiting("job-worker-0", "w0", "ContainerCreating"))), full(waiting("job-worker-1", "w1", "ImagePullBackOff"))}, nil},
 		{"pods evicted: by their kubelet, and through the API", restartOnFailure,
-			statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
-			[]*corev1.Pod{full(disruptedPod("job-worker-0", "w0", "TerminationByKubelet")), evicted}, nil},
+			decisiontest.StatusWith(batch.JobRunning, decisiontest.ReplicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), decisiontest.ReplicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
+			[]*corev1.Pod{full(decisiontest.DisruptedPod("job-worker-0", "w0", "TerminationByKubelet")), evicted}, nil},
 		{"success and clean-up", restartOnFailure,
-			statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), replicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
-			[]*corev1.Pod{succeeded, full(pod("job-worker-1", "w1", corev1.PodSucceeded, 0))}, []metav1.Object{service}},
+			decisiontest.StatusWith(batch.JobRunning, decisiontest.ReplicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), decisiontest.ReplicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
+			[]*corev1.Pod{succeeded, full(decisiontest.Pod("job-worker-1", "w1", corev1.PodSucceeded, 0))}, []metav1.Object{service}},
+		{"a pod Kueue terminated before it ran: a disruption", &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: whenAllSucceed, BackoffLimit: ptr.To[int32](0)},
+			decisiontest.StatusWith(batch.JobRunning, decisiontest.ReplicaStatus("job-worker-0", "w0", batch.ReplicaPending, 0)),
+			[]*corev1.Pod{decisiontest.TerminatedByKueue()}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,8 +147,8 @@ func TestTrimmedChildrenDecideAlike(t *testing.T) {
 				o, _ := TrimChild(obj.(runtime.Object).DeepCopyObject())
 				trimmed.Objects = append(trimmed.Objects, o.(metav1.Object))
 			}
-			want := summary(t, mustDecide(t, testJob(tc.status), tc.plan, Children{Pods: tc.pods, Objects: tc.objects}, nil, now))
-			if got := summary(t, mustDecide(t, testJob(tc.status), tc.plan, trimmed, nil, now)); got != want {
+			want := summary(t, mustDecide(t, decisiontest.Job(tc.status), tc.plan, Children{Pods: tc.pods, Objects: tc.objects}, nil, now))
+			if got := summary(t, mustDecide(t, decisiontest.Job(tc.status), tc.plan, trimmed, nil, now)); got != want {
 				t.Errorf("decided on trimmed children:\n%s\nwant, as on the full ones:\n%s", got, want)
 			}
 		})
@@ -157,7 +161,7 @@ func unplaced(p *corev1.Pod) *corev1.Pod {
 	p.Spec.NodeName = ""
 	for i := range p.Status.Conditions {
 		if c := &p.Status.Conditions[i]; c.Type == corev1.PodScheduled {
-			c.Status, c.Reason, c.Message = corev1.ConditionFalse, corev1.PodReasonUnschedulable, noCPU
+			c.Status, c.Reason, c.Message = corev1.ConditionFalse, corev1.PodReasonUnschedulable, decisiontest.NoCPU
 			c.LastProbeTime, c.LastTransitionTime = metav1.NewTime(now), metav1.NewTime(now.Add(-time.Minute))
 		}
 	}
@@ -173,8 +177,8 @@ func (readyReplicas) SetOn(Job) bool { return false }
 func summary(t *testing.T, d *Decision) string {
 	t.Helper()
 	data, err := json.MarshalIndent(map[string]any{
-		"status": d.Status, "kindStatus": d.KindStatus, "createPods": names(d.CreatePods), "deletePods": names(d.DeletePods),
-		"create": names(d.CreateObjects), "update": names(d.UpdateObjects), "delete": names(d.DeleteObjects),
+		"status": d.Status, "kindStatus": d.KindStatus, "createPods": decisiontest.Names(d.CreatePods), "deletePods": decisiontest.Names(d.DeletePods),
+		"create": decisiontest.Names(d.CreateObjects), "update": decisiontest.Names(d.UpdateObjects), "delete": decisiontest.Names(d.DeleteObjects),
 		"restarted": d.Restarted, "disrupted": d.Disrupted, "jobRestart": d.JobRestart, "requeue": d.RequeueAfter, "outcome": d.Outcome, "waiting": d.Waiting, "hint": d.DebugHint,
 	}, "", " ")
 	if err != nil {
@@ -186,7 +190,7 @@ func summary(t *testing.T, d *Decision) string {
 // A job's cached copy loses managedFields and kubectl's copy of the applied object, and
 // nothing else.
 func TestTrimJob(t *testing.T) {
-	job := testJob(batch.JobStatus{Phase: batch.JobRunning})
+	job := decisiontest.Job(batch.JobStatus{Phase: batch.JobRunning})
 	job.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
 	job.Annotations = map[string]string{lastApplied: `{"kind":"GenericJob"}`, "team": "a"}
 	job.Spec.ReplicaSpecs = []batch.GenericReplicaSpec{{Type: "worker"}}
@@ -196,7 +200,7 @@ func TestTrimJob(t *testing.T) {
 	if !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("trimmed job:\n%+v\nwant\n%+v", got, want)
 	}
-	only := testJob(batch.JobStatus{})
+	only := decisiontest.Job(batch.JobStatus{})
 	only.Annotations = map[string]string{lastApplied: "{}"}
 	if got, _ := TrimJob(only); got.(*batch.GenericJob).Annotations != nil {
 		t.Errorf("annotations left: %v", got.(*batch.GenericJob).Annotations)

@@ -7,6 +7,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/metrics"
 )
 
@@ -56,7 +57,7 @@ func ttlLeft(job Job, now time.Time) (left time.Duration, ok bool) {
 	if ttl == nil || !s.Finished() {
 		return 0, false
 	}
-	end := completionTime(s, s)
+	end := decision.CompletionTime(s, s)
 	if end == nil {
 		return 0, false
 	}
@@ -87,6 +88,6 @@ func (c *Controller) deleteExpired(ctx context.Context, key string, cached Job) 
 	}
 	metrics.TTLDeletions.WithLabelValues(c.kind).Inc()
 	klog.FromContext(ctx).Info("Deleted a finished job: its ttlSecondsAfterFinished passed", "kind", c.kind, "job", key,
-		"completionTime", completionTime(fresh.JobStatus(), fresh.JobStatus()), "ttlSecondsAfterFinished", *fresh.JobLifecycle().TTLSecondsAfterFinished)
+		"completionTime", decision.CompletionTime(fresh.JobStatus(), fresh.JobStatus()), "ttlSecondsAfterFinished", *fresh.JobLifecycle().TTLSecondsAfterFinished)
 	return 0, nil
 }

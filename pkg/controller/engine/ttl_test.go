@@ -11,11 +11,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision/decisiontest"
 )
 
 func finishedJob(completed time.Time, ttl int32) *batch.GenericJob {
-	job := testJob(batch.JobStatus{Phase: batch.JobSucceeded, CompletionTime: ptr.To(metav1.NewTime(completed)),
-		Tasks:      []batch.TaskStatus{{Type: "worker", Replicas: []batch.ReplicaStatus{replicaStatus("job-worker-0", "w0", batch.ReplicaSucceeded, 0)}}},
+	job := decisiontest.Job(batch.JobStatus{Phase: batch.JobSucceeded, CompletionTime: ptr.To(metav1.NewTime(completed)),
+		Tasks:      []batch.TaskStatus{{Type: "worker", Replicas: []batch.ReplicaStatus{decisiontest.ReplicaStatus("job-worker-0", "w0", batch.ReplicaSucceeded, 0)}}},
 		Conditions: []batch.JobCondition{{Type: batch.JobConditionCompleted, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(completed)}}})
 	job.Spec.TTLSecondsAfterFinished = ptr.To(ttl)
 	job.ResourceVersion = "7"
@@ -69,5 +70,24 @@ func TestTTLPastAtStartAndLengthened(t *testing.T) {
 	s.processOnce(t)
 	if _, err := s.jobs.BatchV1beta1().GenericJobs("ns").Get(context.Background(), "job", metav1.GetOptions{}); err != nil {
 		t.Errorf("a job whose TTL was lengthened to 2 h was deleted an hour after it finished: %v", err)
+	}
+}
+
+func TestTTLLeft(t *testing.T) {
+	job := decisiontest.Job(batch.JobStatus{Phase: batch.JobSucceeded, CompletionTime: ptr.To(metav1.NewTime(now)),
+		Conditions: []batch.JobCondition{{Type: batch.JobConditionCompleted, Status: corev1.ConditionTrue}}})
+	if _, ok := ttlLeft(job, now); ok {
+		t.Errorf("a job without ttlSecondsAfterFinished has a TTL")
+	}
+	job.Spec.TTLSecondsAfterFinished = ptr.To[int32](3)
+	if left, ok := ttlLeft(job, now.Add(time.Second)); !ok || left != 2*time.Second {
+		t.Errorf("1 s after completion with TTL 3 s: %v left (%v), want 2s", left, ok)
+	}
+	if left, _ := ttlLeft(job, now.Add(time.Hour)); left >= 0 {
+		t.Errorf("an hour after completion: %v left, want it past", left)
+	}
+	job.Status = batch.JobStatus{Phase: batch.JobRunning}
+	if _, ok := ttlLeft(job, now); ok {
+		t.Errorf("a running job's TTL runs")
 	}
 }

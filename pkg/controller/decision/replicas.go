@@ -1,4 +1,4 @@
-package engine
+package decision
 
 import (
 	"slices"
@@ -67,7 +67,7 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 		case counted && prev.UID == pod.UID:
 			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
 			r.action = finishRestart
-		case PodEnded(pod) && !x.paused && !disrupted(pod) && prev.Phase != batch.ReplicaDeleted:
+		case PodEnded(pod) && !x.paused && !Disrupted(pod) && prev.Phase != batch.ReplicaDeleted:
 			// An ended pod that is being deleted (clean-up, by hand) ended all the same; a
 			// restart it is due waits until it is gone. Not one the status already says
 			// deleted: it ended because the engine deleted it (a pause, then a resume
@@ -101,7 +101,7 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 		r.action = finishRestart
 	case pod != nil:
 		fromPod(&r.status, pod)
-		r.view = Replica{Phase: r.status.Phase, ExitCode: exitCode(pod), Ready: podReady(pod)}
+		r.view = Replica{Phase: r.status.Phase, ExitCode: exitCode(pod), Ready: PodReady(pod)}
 		if !PodEnded(pod) {
 			break
 		}
@@ -112,10 +112,10 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 			r.action = finishRestart
 			break
 		}
-		if !x.finished && !x.paused && x.applyRule(r, pod, disrupted(pod)) {
+		if !x.finished && !x.paused && x.applyRule(r, pod, Disrupted(pod)) {
 			break
 		}
-		if disrupted(pod) && !x.finished && !x.paused {
+		if Disrupted(pod) && !x.finished && !x.paused {
 			// Evicted, preempted, its node drained: not the program's failure.
 			r.view = Replica{Phase: batch.ReplicaDeleted, Lost: true, Disruption: disruptionText(pod)}
 			r.action = replaceNow
@@ -309,7 +309,7 @@ func (x *decider) endTime(pod *corev1.Pod) time.Time {
 // otherwise asks for a sync when it will have.
 func (x *decider) restartAfterBackoff(r *replica, pod *corev1.Pod) {
 	if wait := restartBackoff(r.status.RestartCount) - x.now.Sub(x.endTime(pod)); wait > 0 {
-		x.d.RequeueAfter = minPositive(x.d.RequeueAfter, wait)
+		x.d.RequeueAfter = MinPositive(x.d.RequeueAfter, wait)
 		return
 	}
 	x.reserveRestart()

@@ -1,4 +1,4 @@
-package engine
+package decision
 
 import (
 	"testing"
@@ -60,7 +60,7 @@ func FuzzFailurePolicy(f *testing.F) {
 		r := replicaOf(d.Status, "job-worker-0")
 
 		ended := phase != corev1.PodRunning
-		matches := ended && (phase == corev1.PodFailed || disrupted(p)) && ruleMatches(&rule, ending{replicaType: "worker", pod: p, disrupted: disrupted(p)})
+		matches := ended && (phase == corev1.PodFailed || Disrupted(p)) && ruleMatches(&rule, ending{replicaType: "worker", pod: p, disrupted: Disrupted(p)})
 		if len(d.RuleDecisions) > 0 && !matches {
 			t.Fatalf("rule %+v decided a pod it does not match (phase %s, exit %d, disrupted %v, oom %v)", rule, phase, exit, disruptedPod, oom)
 		}

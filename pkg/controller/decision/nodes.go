@@ -1,4 +1,4 @@
-package engine
+package decision
 
 import (
 	"slices"
@@ -30,7 +30,7 @@ const unfitGrace = 10 * time.Second
 // Kueue's topology-aware scheduling found its node bad.
 var nodeDisruptions = map[string]bool{
 	"TerminationByKubelet": true, "DeletionByTaintManager": true, "DeletionByPodGC": true,
-	string(terminatedByKueue): true, "Evicted": true, "NodeLost": true, "NodeShutdown": true,
+	string(TerminatedByKueue): true, "Evicted": true, "NodeLost": true, "NodeShutdown": true,
 }
 
 // avoidNode lists the node a replica's pod ended on, as t records the ending, when the job
@@ -164,7 +164,7 @@ func (x *decider) dropUnfit(all []*replica) {
 	}
 	since := podCondition(stuck[0].pod, corev1.PodScheduled).LastTransitionTime.Time
 	if wait := unfitGrace - x.now.Sub(since); wait > 0 {
-		x.d.RequeueAfter = minPositive(x.d.RequeueAfter, wait)
+		x.d.RequeueAfter = MinPositive(x.d.RequeueAfter, wait)
 		return
 	}
 	x.excluded = x.excluded[1:]

@@ -1,4 +1,4 @@
-package engine
+package decision
 
 import (
 	"strings"
@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
@@ -15,14 +14,6 @@ import (
 
 // The lifecycle controls every kind shares (docs/lifecycle.md): completion time and TTL, the
 // start deadline, disruptions that are not failures, and whole-job restart.
-
-func disruptedPod(name string, uid types.UID, reason string) *corev1.Pod {
-	p := pod(name, uid, corev1.PodFailed, 137)
-	p.Status.Reason = "Evicted"
-	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
-		Reason: reason, Message: "The node was low on resource: memory."})
-	return p
-}
 
 func TestCompletionTimeSetOnceAndKept(t *testing.T) {
 	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: allSucceed}
@@ -48,25 +39,6 @@ func TestCompletionTimeSetOnceAndKept(t *testing.T) {
 	if s := mustDecide(t, testJob(statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0))), plan,
 		Children{Pods: []*corev1.Pod{pod("job-worker-0", "w0", corev1.PodRunning, 0)}}, nil, now).Status; s.CompletionTime != nil {
 		t.Errorf("a running job has completionTime %v", s.CompletionTime)
-	}
-}
-
-func TestTTLLeft(t *testing.T) {
-	job := testJob(batch.JobStatus{Phase: batch.JobSucceeded, CompletionTime: ptr.To(metav1.NewTime(now)),
-		Conditions: []batch.JobCondition{{Type: batch.JobConditionCompleted, Status: corev1.ConditionTrue}}})
-	if _, ok := ttlLeft(job, now); ok {
-		t.Errorf("a job without ttlSecondsAfterFinished has a TTL")
-	}
-	job.Spec.TTLSecondsAfterFinished = ptr.To[int32](3)
-	if left, ok := ttlLeft(job, now.Add(time.Second)); !ok || left != 2*time.Second {
-		t.Errorf("1 s after completion with TTL 3 s: %v left (%v), want 2s", left, ok)
-	}
-	if left, _ := ttlLeft(job, now.Add(time.Hour)); left >= 0 {
-		t.Errorf("an hour after completion: %v left, want it past", left)
-	}
-	job.Status = batch.JobStatus{Phase: batch.JobRunning}
-	if _, ok := ttlLeft(job, now); ok {
-		t.Errorf("a running job's TTL runs")
 	}
 }
 
@@ -249,23 +221,17 @@ func TestWholeJobReplacedOnDisruption(t *testing.T) {
 
 // A pod Kueue's topology-aware scheduling failed before it ran, because the node its domain
 // gave it went bad (TerminatedByKueue), is a disruption too: replaced on the node Kueue
-// assigns instead, no restart counted, also as the pod cache keeps it.
+// assigns instead, no restart counted. (The engine's TestTrimmedChildrenDecideAlike decides
+// the same on it as the pod cache keeps it.)
 func TestPodTerminatedByKueueIsADisruption(t *testing.T) {
 	plan := &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: allSucceed, BackoffLimit: ptr.To[int32](0)}
 	status := statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaPending, 0))
-	failed := pod("job-worker-0", "w0", corev1.PodFailed, 0)
-	failed.Status.ContainerStatuses = nil
-	failed.Status.Conditions = append(failed.Status.Conditions, corev1.PodCondition{Type: "TerminatedByKueue", Status: corev1.ConditionTrue,
-		Reason: "UnschedulableOnAssignedNode", Message: "Pod terminated by Kueue NodeController due to node taint"})
-	cached := cachePod(failed).Pod()
-	for _, p := range []*corev1.Pod{failed, cached} {
-		d := mustDecide(t, testJob(status), plan, Children{Pods: []*corev1.Pod{p}}, nil, now)
-		if d.Outcome != nil {
-			t.Fatalf("a pod Kueue terminated ended the job: %+v", d.Outcome)
-		}
-		r := replicaOf(d.Status, "job-worker-0")
-		if r.RestartCount != 0 || r.Disruptions != 1 || r.LastTermination == nil || r.LastTermination.Reason != "UnschedulableOnAssignedNode" {
-			t.Fatalf("replica %+v (last termination %+v): want 1 disruption by UnschedulableOnAssignedNode, no restart", r, r.LastTermination)
-		}
+	d := mustDecide(t, testJob(status), plan, Children{Pods: []*corev1.Pod{terminatedByKueue()}}, nil, now)
+	if d.Outcome != nil {
+		t.Fatalf("a pod Kueue terminated ended the job: %+v", d.Outcome)
+	}
+	r := replicaOf(d.Status, "job-worker-0")
+	if r.RestartCount != 0 || r.Disruptions != 1 || r.LastTermination == nil || r.LastTermination.Reason != "UnschedulableOnAssignedNode" {
+		t.Fatalf("replica %+v (last termination %+v): want 1 disruption by UnschedulableOnAssignedNode, no restart", r, r.LastTermination)
 	}
 }

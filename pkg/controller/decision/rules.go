@@ -1,4 +1,4 @@
-package engine
+package decision
 
 import (
 	"fmt"
@@ -216,7 +216,7 @@ func endingOf(r *replica, pod *corev1.Pod) string {
 		return r.status.Name + " " + r.stalled
 	case pod == nil:
 		return r.status.Name + " went"
-	case disrupted(pod):
+	case Disrupted(pod):
 		return fmt.Sprintf("%s was disrupted (%s)", r.status.Name, disruptionText(pod))
 	case pod.DeletionTimestamp != nil && !PodEnded(pod):
 		return r.status.Name + " was deleted"
@@ -251,7 +251,7 @@ func (x *decider) ruleReplaced(r *replica) {
 	t.Rule = r.rule.ref()
 	if r.stalled != "" {
 		t.Reason, t.Message = string(batch.ReasonStalled), r.status.Name+" "+r.stalled+"."
-	} else if r.pod != nil && !disrupted(r.pod) {
+	} else if r.pod != nil && !Disrupted(r.pod) {
 		t.Reason, t.Message = ReasonFailurePolicy, "Replaced, counting nothing, as "+r.rule.text()+" says."
 	}
 }

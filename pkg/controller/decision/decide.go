@@ -1,4 +1,4 @@
-package engine
+package decision
 
 import (
 	"fmt"
@@ -74,14 +74,15 @@ type Decision struct {
 // creations. A sync that ends the job restarts nothing: a restart is counted only when it
 // happens.
 //
-// admission is the admitters' verdict on the job (admission.go), nil when none applies.
+// admission is the admitters' verdict on the job (the engine's admission.go), nil when none
+// applies.
 //
 // An error says that a child could not be built (PlannedChild.Build failed): nothing is
 // decided, and the sync that asked writes nothing and is retried.
 func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time.Time) (*Decision, error) {
 	old := job.JobStatus()
 	d := &Decision{Status: &batch.JobStatus{ObservedGeneration: job.GetGeneration()}}
-	x := &decider{plan: plan, admission: admission, kinds: children.kinds, now: now, endSeen: children.EndSeen, gone: children.Gone, d: d}
+	x := &decider{plan: plan, admission: admission, kinds: children.kinds(), now: now, endSeen: children.EndSeen, gone: children.Gone, d: d}
 	if admission != nil {
 		d.RequeueAfter = admission.RequeueAfter
 	}
@@ -183,7 +184,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	case x.finished:
 		d.DeletePods = append(d.DeletePods, cleanUp(plan, pods, d.DeletePods)...)
 	case x.paused:
-		d.DeletePods = append(d.DeletePods, unlisted(live(pods), d.DeletePods)...)
+		d.DeletePods = append(d.DeletePods, Unlisted(Live(pods), d.DeletePods)...)
 	}
 	if err := x.objects(job, children.Objects); err != nil {
 		return nil, err
@@ -226,7 +227,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	}
 	d.Status.ExcludedNodes = x.excluded
 	d.Status.Aggregate = aggregate(d.Status.Tasks)
-	d.Status.CompletionTime = completionTime(old, d.Status)
+	d.Status.CompletionTime = CompletionTime(old, d.Status)
 	return d, nil
 }
 
@@ -235,7 +236,7 @@ type decider struct {
 	plan *Plan
 	// admission is the admitters' verdict (nil: none applies); kinds the table of child kinds.
 	admission *Verdict
-	kinds     kindTable
+	kinds     KindTable
 	now       time.Time
 	endSeen   map[types.UID]time.Time
 	gone      map[types.UID]*corev1.Pod
@@ -268,7 +269,7 @@ func (x *decider) startTime(old *metav1.Time, pods []*corev1.Pod) *metav1.Time {
 		// The first sync creates the pods but does not write status: the next one takes
 		// their creation time.
 		t := metav1.NewTime(x.now)
-		for _, p := range live(pods) {
+		for _, p := range Live(pods) {
 			if p.CreationTimestamp.Before(&t) && !p.CreationTimestamp.IsZero() {
 				t = p.CreationTimestamp
 			}
@@ -286,7 +287,7 @@ func (x *decider) deadline(start *metav1.Time) *Outcome {
 	}
 	left := start.Add(x.plan.Deadline).Sub(x.now)
 	if left > 0 {
-		x.d.RequeueAfter = minPositive(x.d.RequeueAfter, left)
+		x.d.RequeueAfter = MinPositive(x.d.RequeueAfter, left)
 		return nil
 	}
 	return &Outcome{Reason: "DeadlineExceeded", Message: fmt.Sprintf("The job ran longer than runPolicy.activeDeadlineSeconds (%d s) allows.", int64(x.plan.Deadline/time.Second))}
@@ -320,7 +321,7 @@ func (x *decider) startupDeadline(job string, start *metav1.Time, old *batch.Job
 		return nil
 	}
 	if left := start.Add(x.plan.StartupDeadline).Sub(x.now); left > 0 {
-		x.d.RequeueAfter = minPositive(x.d.RequeueAfter, left)
+		x.d.RequeueAfter = MinPositive(x.d.RequeueAfter, left)
 		return nil
 	}
 	message := fmt.Sprintf("The job's replicas were not all running %d s after they were created (spec.startupDeadlineSeconds): %s.",

@@ -1,4 +1,4 @@
-package engine
+package decision
 
 import (
 	"crypto/sha256"
@@ -32,7 +32,7 @@ func (x *decider) objects(job Job, have []metav1.Object) error {
 	}
 	existing := make(map[string]metav1.Object, len(have))
 	for _, o := range have {
-		existing[objectKey(x.kinds.name(o), o.GetName())] = o
+		existing[objectKey(x.kinds.KindOf(o), o.GetName())] = o
 	}
 	wanted := make(map[string]bool, len(want))
 	for _, o := range want {
@@ -49,14 +49,14 @@ func (x *decider) objects(job Job, have []metav1.Object) error {
 		if err != nil {
 			return err
 		}
-		if k := x.kinds.of(built); k == nil || k.Kind != o.Kind {
+		if k := x.kinds.KindOf(built); k == "" || k != o.Kind {
 			return fmt.Errorf("making %s %s: built a %T", o.Kind, o.Name, built)
 		}
 		switch {
 		case cur == nil:
 			x.d.CreateObjects = append(x.d.CreateObjects, built)
 		case !BuiltOtherwise(cur, built): // as the plan wants it
-		case x.kinds.of(cur).ReplaceOnChange:
+		case x.kinds.ReplaceOnChange(cur):
 			x.d.DeleteObjects = append(x.d.DeleteObjects, cur) // made again once it is gone
 		default:
 			built.SetResourceVersion(cur.GetResourceVersion()) // as seen: a change since is not overwritten
@@ -65,7 +65,7 @@ func (x *decider) objects(job Job, have []metav1.Object) error {
 		}
 	}
 	for _, o := range have {
-		if !wanted[objectKey(x.kinds.name(o), o.GetName())] && o.GetDeletionTimestamp() == nil {
+		if !wanted[objectKey(x.kinds.KindOf(o), o.GetName())] && o.GetDeletionTimestamp() == nil {
 			x.d.DeleteObjects = append(x.d.DeleteObjects, o)
 		}
 	}

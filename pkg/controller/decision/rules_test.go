@@ -1,4 +1,4 @@
-package engine
+package decision
 
 import (
 	"strings"
@@ -20,14 +20,6 @@ func rulesPlan(n int32, policy batch.RestartPolicy, rules ...batch.FailurePolicy
 
 func exitCodes(op batch.ExitCodesOperator, codes ...int32) *batch.ExitCodesRequirement {
 	return &batch.ExitCodesRequirement{Operator: op, Values: codes}
-}
-
-func running(names ...string) batch.JobStatus {
-	var rs []batch.ReplicaStatus
-	for _, n := range names {
-		rs = append(rs, replicaStatus("job-worker-"+n, types.UID("w"+n), batch.ReplicaRunning, 0))
-	}
-	return statusWith(batch.JobRunning, rs...)
 }
 
 func TestFailJobRuleFailsAtOnce(t *testing.T) {
@@ -147,7 +139,7 @@ func TestRuleMatching(t *testing.T) {
 	deadline.Status.Reason = "DeadlineExceeded"
 	succeeded := pod("job-worker-1", "w1", corev1.PodSucceeded, 0)
 	at := func(p *corev1.Pod) ending {
-		return ending{replicaType: "worker", rank: 1, pod: p, disrupted: disrupted(p)}
+		return ending{replicaType: "worker", rank: 1, pod: p, disrupted: Disrupted(p)}
 	}
 	for _, tc := range []struct {
 		name string
@@ -194,29 +186,6 @@ func TestRuleOnDisruption(t *testing.T) {
 	d = mustDecide(t, testJob(running("0")), plan, Children{Pods: []*corev1.Pod{disruptedPod("job-worker-0", "w0", "TerminationByKubelet")}}, nil, now)
 	if d.Outcome != nil || len(d.Disrupted) != 1 {
 		t.Errorf("without rules: outcome %+v, disrupted %v; want it replaced", d.Outcome, d.Disrupted)
-	}
-}
-
-// A condition Kubernetes does not set itself (a readiness gate's, a node problem detector's)
-// survives the pod cache, so that a rule matches it.
-func TestRuleOnACustomConditionThroughTheCache(t *testing.T) {
-	failed := pod("job-worker-0", "w0", corev1.PodFailed, 1)
-	failed.Status.Conditions = append(failed.Status.Conditions,
-		corev1.PodCondition{Type: "example.com/GPUHealthy", Status: corev1.ConditionFalse, Reason: "XidError", Message: "Xid 79 on GPU 3"},
-		corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionFalse})
-	trimmed, _ := TrimChild(failed)
-	cached := asPod(trimmed)
-	rule := batch.FailurePolicyRule{Name: "bad-gpu", Action: batch.RestartReplica, AvoidNode: ptr.To(true),
-		OnPodConditions: []batch.PodConditionPattern{{Type: "example.com/GPUHealthy", Status: corev1.ConditionFalse}}}
-	if !ruleMatches(&rule, ending{replicaType: "worker", pod: cached}) {
-		t.Fatalf("the cached pod's conditions %+v: the rule on example.com/GPUHealthy False does not match", cached.Status.Conditions)
-	}
-	if others := trimmed.(*CachedPod).Others; others == nil || len(*others) != 1 || (*others)[0].Message != "" {
-		t.Errorf("the cache keeps %v, want the one custom condition, without its message", others)
-	}
-	plain, _ := TrimChild(pod("job-worker-1", "w1", corev1.PodRunning, 0))
-	if plain.(*CachedPod).Others != nil {
-		t.Error("a pod with no custom condition costs the cache a list")
 	}
 }
 

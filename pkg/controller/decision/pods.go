@@ -1,4 +1,4 @@
-package engine
+package decision
 
 import (
 	"time"
@@ -16,7 +16,8 @@ func PodEnded(pod *corev1.Pod) bool {
 	return pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
 }
 
-func podReady(pod *corev1.Pod) bool {
+// PodReady reports whether a pod's Ready condition is True.
+func PodReady(pod *corev1.Pod) bool {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue
@@ -117,7 +118,7 @@ func cleanUp(plan *Plan, pods, deleting []*corev1.Pod) []*corev1.Pod {
 		return nil
 	}
 	var out []*corev1.Pod
-	for _, p := range unlisted(live(pods), deleting) {
+	for _, p := range Unlisted(Live(pods), deleting) {
 		if plan.CleanUpTypes != nil && !contains(plan.CleanUpTypes, p.Labels[batch.LabelReplicaType]) {
 			continue
 		}
@@ -129,7 +130,8 @@ func cleanUp(plan *Plan, pods, deleting []*corev1.Pod) []*corev1.Pod {
 	return out
 }
 
-func live[T interface{ GetDeletionTimestamp() *metav1.Time }](objs []T) []T {
+// Live returns the objects that are not being deleted.
+func Live[T interface{ GetDeletionTimestamp() *metav1.Time }](objs []T) []T {
 	var out []T
 	for _, o := range objs {
 		if o.GetDeletionTimestamp() == nil {
@@ -139,8 +141,8 @@ func live[T interface{ GetDeletionTimestamp() *metav1.Time }](objs []T) []T {
 	return out
 }
 
-// unlisted returns the pods of pods that are not in listed.
-func unlisted(pods, listed []*corev1.Pod) []*corev1.Pod {
+// Unlisted returns the pods of pods that are not in listed.
+func Unlisted(pods, listed []*corev1.Pod) []*corev1.Pod {
 	skip := map[string]bool{}
 	for _, p := range listed {
 		skip[p.Name] = true
@@ -154,7 +156,8 @@ func unlisted(pods, listed []*corev1.Pod) []*corev1.Pod {
 	return out
 }
 
-func minPositive(a, b time.Duration) time.Duration {
+// MinPositive is the sooner of two waits, where one of 0 or less is none: b when a is none.
+func MinPositive(a, b time.Duration) time.Duration {
 	if a <= 0 || b < a {
 		return b
 	}

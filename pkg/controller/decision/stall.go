@@ -1,4 +1,4 @@
-package engine
+package decision
 
 import (
 	"fmt"
@@ -48,7 +48,7 @@ func (x *decider) stalls(old *batch.JobStatus, all []*replica) string {
 		}
 		silent := x.now.Sub(p.ReportTime.Time)
 		if silent < deadline+x.plan.ProgressLag {
-			x.d.RequeueAfter = minPositive(x.d.RequeueAfter, deadline+x.plan.ProgressLag-silent)
+			x.d.RequeueAfter = MinPositive(x.d.RequeueAfter, deadline+x.plan.ProgressLag-silent)
 			continue
 		}
 		r.stalled = fmt.Sprintf("reported no progress for %s (spec.progressDeadlineSeconds: %d)", silent.Round(time.Second), int64(deadline/time.Second))

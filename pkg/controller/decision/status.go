@@ -1,4 +1,4 @@
-package engine
+package decision
 
 import (
 	"fmt"
@@ -171,7 +171,7 @@ func Listed(names []string, most int) string {
 // follows.
 func runningMessage(pods []*corev1.Pod, debugHint string) string {
 	debug, total := 0, 0
-	for _, p := range live(pods) {
+	for _, p := range Live(pods) {
 		total++
 		if p.Annotations[batch.AnnotationRunMode] == batch.RunModeDebug {
 			debug++
@@ -209,31 +209,6 @@ func endWith(set func(batch.JobConditionType, bool, string, string), o *Outcome)
 	set(batch.JobConditionFailed, true, reason, o.Message)
 	set(batch.JobConditionCompleted, false, reason, o.Message)
 	set(batch.JobConditionRunning, false, reason, o.Message)
-}
-
-// FailedStatus is the status of a job that cannot run as written: it fails at once, with
-// the reason and message given, and nothing is created.
-func FailedStatus(job Job, reason, message string, now time.Time) *batch.JobStatus {
-	old := job.JobStatus()
-	s := &batch.JobStatus{ObservedGeneration: job.GetGeneration(), Phase: batch.JobFailed, Tasks: old.Tasks, Aggregate: old.Aggregate,
-		StartTime: old.StartTime, Restarts: old.Restarts}
-	s.Conditions = append([]batch.JobCondition(nil), old.Conditions...)
-	set := func(t batch.JobConditionType, status bool, r, m string) {
-		setCondition(&s.Conditions, t, status, r, m, now)
-	}
-	if !hasCondition(old, batch.JobConditionInitialized) {
-		set(batch.JobConditionInitialized, false, reason, message)
-	}
-	endWith(set, &Outcome{Reason: reason, Message: message})
-	if !hasCondition(old, batch.JobConditionReplicaFailure) {
-		set(batch.JobConditionReplicaFailure, false, "-", msgNoFailure)
-	}
-	if !hasCondition(old, batch.JobConditionPaused) {
-		set(batch.JobConditionPaused, false, "-", "The job is not paused.")
-	}
-	sortConditions(s.Conditions)
-	s.CompletionTime = completionTime(old, s)
-	return s
 }
 
 func counts(tasks []batch.TaskStatus) (created, total, running int) {
@@ -330,10 +305,10 @@ func EndMessage(s *batch.JobStatus) string {
 	return ""
 }
 
-// completionTime is when the job finished: kept once set, else the time its Completed or
+// CompletionTime is when the job finished: kept once set, else the time its Completed or
 // Failed condition turned True (now, for a job that ends with this decision; earlier, for
 // one that ended before the status had the field).
-func completionTime(old, s *batch.JobStatus) *metav1.Time {
+func CompletionTime(old, s *batch.JobStatus) *metav1.Time {
 	switch {
 	case old.CompletionTime != nil:
 		return old.CompletionTime

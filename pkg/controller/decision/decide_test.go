@@ -1,4 +1,4 @@
-package engine
+package decision
 
 import (
 	"fmt"
@@ -13,27 +13,27 @@ import (
 	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision/decisiontest"
 )
 
-var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+// The jobs, pods and statuses the tests decide on, shared with the engine's tests.
+var (
+	now               = decisiontest.Now
+	testJob           = decisiontest.Job
+	template          = decisiontest.Template
+	pod               = decisiontest.Pod
+	ready             = decisiontest.Ready
+	unschedulable     = decisiontest.Unschedulable
+	disruptedPod      = decisiontest.DisruptedPod
+	terminatedByKueue = decisiontest.TerminatedByKueue
+	replicaStatus     = decisiontest.ReplicaStatus
+	statusWith        = decisiontest.StatusWith
+	running           = decisiontest.Running
+)
 
-func testJob(status batch.JobStatus) *batch.GenericJob {
-	job := &batch.GenericJob{
-		TypeMeta:   metav1.TypeMeta{APIVersion: batch.SchemeGroupVersion.String(), Kind: "GenericJob"},
-		ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns", UID: "job-uid", Generation: 1},
-		Status:     status,
-	}
-	return job
-}
+const noCPU = decisiontest.NoCPU
 
-func template(command ...string) func(int32) corev1.PodTemplateSpec {
-	return func(int32) corev1.PodTemplateSpec {
-		return corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			InitContainers: []corev1.Container{{Name: "init", Image: "busybox"}},
-			Containers:     []corev1.Container{{Name: "main", Image: "busybox", Command: command, Args: []string{"--flag"}}},
-		}}
-	}
-}
+func names[T metav1.Object](objs []T) []string { return decisiontest.Names(objs) }
 
 func workers(n int32, policy batch.RestartPolicy, limit *int32) Group {
 	return Group{Type: "worker", Replicas: n, Restart: policy, Limit: limit, Template: template("train")}
@@ -55,42 +55,6 @@ func allSucceed(rs Replicas) *Outcome {
 		return &Outcome{Succeeded: true, Message: "succeeded"}
 	}
 	return nil
-}
-
-func pod(name string, uid types.UID, phase corev1.PodPhase, exitCode int32) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: uid, Labels: map[string]string{batch.LabelReplicaType: "worker"}},
-		Status:     corev1.PodStatus{Phase: phase},
-	}
-	state := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
-	if phase == corev1.PodSucceeded || phase == corev1.PodFailed {
-		state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exitCode, FinishedAt: metav1.NewTime(now.Add(-time.Hour))}}
-	}
-	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", State: state}}
-	return p
-}
-
-func replicaStatus(name string, uid types.UID, phase batch.ReplicaPhase, restarts int32) batch.ReplicaStatus {
-	return batch.ReplicaStatus{Name: name, UID: uid, Phase: phase, RestartCount: restarts}
-}
-
-func statusWith(phase batch.JobPhase, replicas ...batch.ReplicaStatus) batch.JobStatus {
-	s := batch.JobStatus{Phase: phase, Tasks: []batch.TaskStatus{{Type: "worker", Replicas: replicas}}}
-	for _, r := range replicas {
-		s.Tasks[0].RestartCount += r.RestartCount
-	}
-	if phase != "" {
-		s.Conditions = []batch.JobCondition{{Type: batch.JobConditionInitialized, Status: corev1.ConditionTrue}}
-	}
-	return s
-}
-
-func names[T metav1.Object](objs []T) []string {
-	out := []string{}
-	for _, o := range objs {
-		out = append(out, o.GetName())
-	}
-	return out
 }
 
 func replicaOf(s *batch.JobStatus, name string) batch.ReplicaStatus {
@@ -501,7 +465,11 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.check(t, mustDecide(t, testJob(tc.status), &tc.plan, Children{Pods: tc.pods, Objects: asObjects(tc.services)}, nil, now))
+			children := Children{Pods: tc.pods}
+			for _, s := range tc.services {
+				children.Objects = append(children.Objects, s)
+			}
+			tc.check(t, mustDecide(t, testJob(tc.status), &tc.plan, children, nil, now))
 		})
 	}
 }

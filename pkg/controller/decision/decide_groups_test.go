@@ -1,4 +1,4 @@
-package engine
+package decision
 
 import (
 	"strings"
@@ -27,11 +27,6 @@ func launcherPlan(workersN int32) *Plan {
 		},
 		Judge: func(Replicas) *Outcome { return nil },
 	}
-}
-
-func ready(p *corev1.Pod) *corev1.Pod {
-	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-	return p
 }
 
 func launcherStatus(replicas ...batch.ReplicaStatus) batch.JobStatus {
@@ -94,8 +89,8 @@ func TestLostWorkerAndKeptObjects(t *testing.T) {
 	}
 
 	plan.Paused = true
-	services := []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "job"}}}
-	d := mustDecide(t, testJob(status), plan, Children{Objects: asObjects(services)}, nil, now)
+	services := []metav1.Object{&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "job"}}}
+	d := mustDecide(t, testJob(status), plan, Children{Objects: services}, nil, now)
 	if len(d.DeleteObjects) != 0 {
 		t.Errorf("pause deleted %v: the job's Service is kept", names(d.DeleteObjects))
 	}

@@ -1,4 +1,4 @@
-package engine
+package decision
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -21,34 +21,34 @@ const ReasonDeleted = "Deleted"
 // job (spec.restartScope: Job).
 const ReasonRestartedWithJob = "RestartedWithJob"
 
-// terminatedByKueue is the condition Kueue's topology-aware scheduling sets on a pod it
+// TerminatedByKueue is the condition Kueue's topology-aware scheduling sets on a pod it
 // fails before it ran because the node its domain gave it went bad (NotReady, tainted, gone):
 // the pod is replaced on the node Kueue assigns instead, as after any disruption.
-const terminatedByKueue corev1.PodConditionType = "TerminatedByKueue"
+const TerminatedByKueue corev1.PodConditionType = "TerminatedByKueue"
 
-// disruptionTarget is a pod's condition that marks it disrupted, when it is True: Kubernetes'
+// DisruptionTarget is a pod's condition that marks it disrupted, when it is True: Kubernetes'
 // DisruptionTarget, or Kueue's TerminatedByKueue.
-func disruptionTarget(pod *corev1.Pod) (corev1.PodCondition, bool) {
+func DisruptionTarget(pod *corev1.Pod) (corev1.PodCondition, bool) {
 	if pod == nil {
 		return corev1.PodCondition{}, false
 	}
 	for _, c := range pod.Status.Conditions {
-		if (c.Type == corev1.DisruptionTarget || c.Type == terminatedByKueue) && c.Status == corev1.ConditionTrue {
+		if (c.Type == corev1.DisruptionTarget || c.Type == TerminatedByKueue) && c.Status == corev1.ConditionTrue {
 			return c, true
 		}
 	}
 	return corev1.PodCondition{}, false
 }
 
-// disrupted reports whether a pod was disrupted, as Kubernetes marks it.
-func disrupted(pod *corev1.Pod) bool {
-	_, ok := disruptionTarget(pod)
+// Disrupted reports whether a pod was disrupted, as Kubernetes marks it.
+func Disrupted(pod *corev1.Pod) bool {
+	_, ok := DisruptionTarget(pod)
 	return ok
 }
 
 // disruptionText is how a replica's view names a disruption: its reason.
 func disruptionText(pod *corev1.Pod) string {
-	if c, ok := disruptionTarget(pod); ok && c.Reason != "" {
+	if c, ok := DisruptionTarget(pod); ok && c.Reason != "" {
 		return c.Reason
 	}
 	return ReasonDeleted
@@ -73,7 +73,7 @@ func (x *decider) disrupt(r *replica, pod *corev1.Pod) string {
 		t = termination(pod)
 	}
 	t.Disrupted = true
-	if c, ok := disruptionTarget(pod); ok {
+	if c, ok := DisruptionTarget(pod); ok {
 		t.Reason, t.Message = c.Reason, c.Message
 	} else if t.Reason == "" {
 		t.Reason, t.Message = ReasonDeleted, "The pod was deleted while the job ran."

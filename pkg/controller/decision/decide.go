@@ -1,7 +1,6 @@
 package decision
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -277,94 +276,4 @@ func (x *decider) startTime(old *metav1.Time, pods []*corev1.Pod) *metav1.Time {
 		return &t
 	}
 	return old
-}
-
-// deadline ends a job that has run longer than its plan allows, and otherwise asks for a
-// sync when it would.
-func (x *decider) deadline(start *metav1.Time) *Outcome {
-	if x.plan.Deadline <= 0 || start == nil {
-		return nil
-	}
-	left := start.Add(x.plan.Deadline).Sub(x.now)
-	if left > 0 {
-		x.d.RequeueAfter = MinPositive(x.d.RequeueAfter, left)
-		return nil
-	}
-	return &Outcome{Reason: "DeadlineExceeded", Message: fmt.Sprintf("The job ran longer than runPolicy.activeDeadlineSeconds (%d s) allows.", int64(x.plan.Deadline/time.Second))}
-}
-
-// startupDeadline ends a job whose replicas are not all running the plan's StartupDeadline
-// after status.startTime (their creation, again at each resume or readmission), and
-// otherwise asks for a sync when it would. A job that has been Running since is past its
-// start: a replica restarted later does not take it back. The message names the replicas
-// still waiting and says why, as the Running condition does.
-func (x *decider) startupDeadline(job string, start *metav1.Time, old *batch.JobStatus, all []*replica) *Outcome {
-	if x.plan.StartupDeadline <= 0 || start == nil || old.Phase == batch.JobRunning {
-		return nil
-	}
-	var waiting []string
-	for _, r := range all {
-		switch r.status.Phase {
-		case batch.ReplicaRunning, batch.ReplicaSucceeded:
-			continue
-		}
-		state := strings.ToLower(string(r.status.Phase))
-		switch {
-		case r.view.Held:
-			state = "held until every " + strings.Join(r.group.After, " and ") + " is ready"
-		case state == "":
-			state = "not created"
-		}
-		waiting = append(waiting, strings.TrimPrefix(r.status.Name, job+"-")+" "+state)
-	}
-	if len(waiting) == 0 {
-		return nil
-	}
-	if left := start.Add(x.plan.StartupDeadline).Sub(x.now); left > 0 {
-		x.d.RequeueAfter = MinPositive(x.d.RequeueAfter, left)
-		return nil
-	}
-	message := fmt.Sprintf("The job's replicas were not all running %d s after they were created (spec.startupDeadlineSeconds): %s.",
-		int64(x.plan.StartupDeadline/time.Second), Listed(waiting, waitNames))
-	if waits := waitsOf(job, all); len(waits) > 0 {
-		message += " Why: " + waitMessage(waits) + "."
-	}
-	return &Outcome{Reason: ReasonStartupDeadlineExceeded, Message: message}
-}
-
-// ReasonStartupDeadlineExceeded is the reason of a job that failed its start deadline.
-const ReasonStartupDeadlineExceeded = "StartupDeadlineExceeded"
-
-// holdBack keeps back the creation of replicas whose group waits for others to be Ready,
-// and says what they wait for ("" when nothing waits).
-func (x *decider) holdBack(all []*replica) string {
-	var waiting []string
-	for _, g := range x.plan.Groups {
-		ready, total, blocked := 0, 0, false
-		for _, r := range all {
-			if contains(g.After, r.group.Type) {
-				total++
-				if r.view.Ready {
-					ready++
-				}
-			}
-		}
-		if ready == total {
-			continue
-		}
-		for _, r := range all {
-			if r.group.Type == g.Type && r.action == needsPod {
-				r.action, r.view = noAction, Replica{Lost: r.view.Lost, Held: true}
-				r.status.UID, r.status.Phase = "", ""
-				blocked = true
-			}
-		}
-		if blocked {
-			waiting = append(waiting, fmt.Sprintf("%s is created once every %s is ready: %d of %d ready", g.Type, strings.Join(g.After, " and "), ready, total))
-		}
-	}
-	if len(waiting) == 0 {
-		return ""
-	}
-	return "Waiting: " + strings.Join(waiting, "; ") + "."
 }

@@ -182,16 +182,6 @@ func (x *decider) act(r *replica, m *ruleMatch, pod *corev1.Pod) {
 	x.d.RuleDecisions = append(x.d.RuleDecisions, RuleDecision{Replica: r.status.Name, Rule: *m.ref(), RuleName: m.rule.Name, Ending: endingOf(r, pod)})
 }
 
-// restartLeft: a restart of the replica (or, whole, of the job) is within its limits. A
-// rule's restart of the replica counts toward the replica's limit and backoffLimit; of the
-// job, toward backoffLimit only.
-func (x *decider) restartLeft(r *replica, whole bool) bool {
-	if whole {
-		return x.plan.BackoffLimit == nil || x.totalRestarts < *x.plan.BackoffLimit
-	}
-	return restartsLeft(*r.group, x.plan, r.status.RestartCount, x.totalRestarts)
-}
-
 // failJob fails the job on a replica, the first time a decision finds a reason to.
 func (x *decider) failJob(r *replica, why string, pod *corev1.Pod) {
 	if x.ruleOutcome != nil {

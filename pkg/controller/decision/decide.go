@@ -92,6 +92,9 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	resumed := !plan.Paused && wasPaused(old)
 	pods := children.Pods
 
+	// The restarts the replicas would take count against the job's backoffLimit in the order
+	// the policies find them (restart.go).
+	budget := newRestartBudget(plan, old)
 	podByName := make(map[string]*corev1.Pod, len(pods))
 	for _, p := range pods {
 		podByName[p.Name] = p
@@ -100,11 +103,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	for _, task := range old.Tasks {
 		for _, r := range task.Replicas {
 			prevByName[r.Name] = r
-			x.totalRestarts += r.RestartCount
 		}
-	}
-	if plan.RestartJob {
-		x.totalRestarts = old.Restarts
 	}
 	x.excluded = slices.Clone(old.ExcludedNodes)
 
@@ -115,15 +114,20 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 		for rank := range g.Replicas {
 			name := g.podName(job.GetName(), rank)
 			desired[name] = true
-			r := x.observe(g, rank, prevByName[name], podByName[name])
+			r := x.observe(g, rank, prevByName[name], podByName[name], budget)
 			r.status.Name = name
 			all = append(all, r)
 		}
 	}
+	// What the failure policy's rules decided of the job (rules.go).
+	ruled, ruleDecisions := applyRulings(nil, nil, all)
+	d.RuleDecisions = ruleDecisions
 	if !plan.Debug {
 		d.Waiting = x.holdBack(all)
 	}
-	d.Stalled = x.stalls(old, all)
+	stalled, stalledText := x.stalls(old, all, budget)
+	d.Stalled = stalledText
+	ruled, d.RuleDecisions = applyRulings(ruled, d.RuleDecisions, stalled)
 	if !x.finished && !x.paused {
 		x.dropUnfit(all)
 	}
@@ -137,7 +141,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	if !x.finished && !x.paused && !plan.Debug {
 		d.Outcome = x.deadline(d.Status.StartTime)
 		if d.Outcome == nil {
-			d.Outcome = x.ruleOutcome
+			d.Outcome = ruled
 		}
 		if d.Outcome == nil && plan.Judge != nil {
 			d.Outcome = plan.Judge(views)
@@ -147,7 +151,8 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 		}
 		x.finished = d.Outcome != nil
 	}
-	if (plan.RestartJob || x.restartJobByRule || jobRestartUnderway(all)) && !x.finished && !x.paused {
+	restartsJob := slices.ContainsFunc(all, func(r *replica) bool { return r.ruling.restartJob })
+	if (plan.RestartJob || restartsJob || jobRestartUnderway(all)) && !x.finished && !x.paused {
 		x.restartJob(all)
 	}
 
@@ -245,15 +250,8 @@ type decider struct {
 	// not admitted it).
 	paused     bool
 	unadmitted bool
-	// totalRestarts counts the job's restarts, those this decision would order included, for
-	// the plan's backoff limit: the replicas' restarts, or with Plan.RestartJob the job's.
-	totalRestarts int32
 	// barrier: the whole job restarts and some old pod is not gone yet: no pod is created.
 	barrier bool
-	// ruleOutcome: a failure policy rule (or a stall) fails the job; restartJobByRule: one
-	// restarts the whole job, whatever spec.restartScope says.
-	ruleOutcome      *Outcome
-	restartJobByRule bool
 	// excluded are the nodes new pods avoid (nodes.go), as this decision leaves them.
 	excluded []batch.ExcludedNode
 }

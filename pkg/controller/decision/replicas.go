@@ -45,13 +45,16 @@ type replica struct {
 	// disrupted: this decision recorded a disruption of its pod.
 	disrupted bool
 	// rule is the failure policy rule that decided what the replica does (nil: none did);
-	// stalled says why a replica that still runs is restarted or replaced (stall.go).
+	// stalled says why a replica that still runs is restarted or replaced (stall.go);
+	// ruling is what the rule, or the stall, decided of the job (rules.go).
 	rule    *ruleMatch
 	stalled string
+	ruling  ruling
 }
 
-// observe reports a replica as it is and says what it would do.
-func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *corev1.Pod) *replica {
+// observe reports a replica as it is and says what it would do; a restart it would take is
+// counted against budget.
+func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *corev1.Pod, budget *restartBudget) *replica {
 	r := &replica{group: g, rank: rank, pod: pod, status: prev, view: Replica{Phase: prev.Phase}}
 	if r.status.Containers == nil {
 		r.status.Containers = []batch.ContainerStatus{}
@@ -69,7 +72,7 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 			// restart it is due waits until it is gone. Not one the status already says
 			// deleted: it ended because the engine deleted it (a pause, then a resume
 			// before it was gone), and resume recreates every replica.
-			r.view = Replica{Phase: r.status.Phase, ExitCode: exitCode(pod), Final: !x.mayRestart(g, r.status)}
+			r.view = Replica{Phase: r.status.Phase, ExitCode: exitCode(pod), Final: !x.mayRestart(g, r.status, budget)}
 		default:
 			r.status.Phase, r.view.Phase = batch.ReplicaDeleted, batch.ReplicaDeleted
 			r.view.Lost = !x.finished && !x.paused
@@ -77,7 +80,7 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 				// Deleted by someone else (an eviction, a drain, by hand) while the job
 				// runs: a disruption, unless a rule says otherwise. A new pod replaces it
 				// once it is gone.
-				if x.applyRule(r, pod, true) {
+				if x.applyRule(r, pod, true, budget) {
 					break
 				}
 				r.view.Disruption = x.disrupt(r, pod)
@@ -109,7 +112,7 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 			r.action = finishRestart
 			break
 		}
-		if !x.finished && !x.paused && x.applyRule(r, pod, Disrupted(pod)) {
+		if !x.finished && !x.paused && x.applyRule(r, pod, Disrupted(pod), budget) {
 			break
 		}
 		if Disrupted(pod) && !x.finished && !x.paused {
@@ -118,11 +121,11 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 			r.action = replaceNow
 			break
 		}
-		if !x.mayRestart(g, r.status) {
+		if !x.mayRestart(g, r.status, budget) {
 			r.view.Final = true
 			break
 		}
-		x.restartAfterBackoff(r, pod)
+		x.restartAfterBackoff(r, pod, budget)
 	default: // no pod
 		switch {
 		case counted:
@@ -134,8 +137,8 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 		case prev.Phase == batch.ReplicaSucceeded || prev.Phase == batch.ReplicaFailed:
 			// Its pod ended and is gone (cleaned up, or deleted before its restart): a
 			// restart it is due happens now, with a new pod; otherwise keep what it did.
-			if x.mayRestart(g, prev) {
-				x.reserveRestart()
+			if x.mayRestart(g, prev, budget) {
+				budget.reserve()
 				r.action = restartNow
 				break
 			}
@@ -150,7 +153,7 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 			r.view.Phase = batch.ReplicaCreating
 			if r.view.Lost {
 				last := x.gone[prev.UID] // its last state, when its deletion was seen
-				if last != nil && x.applyRule(r, last, true) {
+				if last != nil && x.applyRule(r, last, true, budget) {
 					break
 				}
 				r.view.Disruption = x.disrupt(r, last)

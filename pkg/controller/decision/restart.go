@@ -45,19 +45,19 @@ func (x *decider) endTime(pod *corev1.Pod) time.Time {
 
 // restartAfterBackoff restarts a replica whose pod ended once its backoff has passed, and
 // otherwise asks for a sync when it will have.
-func (x *decider) restartAfterBackoff(r *replica, pod *corev1.Pod) {
+func (x *decider) restartAfterBackoff(r *replica, pod *corev1.Pod, budget *restartBudget) {
 	if wait := restartBackoff(r.status.RestartCount) - x.now.Sub(x.endTime(pod)); wait > 0 {
 		x.d.RequeueAfter = MinPositive(x.d.RequeueAfter, wait)
 		return
 	}
-	x.reserveRestart()
+	budget.reserve()
 	r.action = restartNow
 }
 
 // mayRestart reports whether a replica whose pod ended, as its status reports it, is to be
 // restarted: the job goes on, its policy asks for it, and restarts are left.
-func (x *decider) mayRestart(g *Group, s batch.ReplicaStatus) bool {
-	return !x.finished && !x.paused && wantsRestart(*g, s) && restartsLeft(*g, x.plan, s.RestartCount, x.totalRestarts)
+func (x *decider) mayRestart(g *Group, s batch.ReplicaStatus, budget *restartBudget) bool {
+	return !x.finished && !x.paused && wantsRestart(*g, s) && restartsLeft(*g, s.RestartCount, budget)
 }
 
 func wantsRestart(g Group, s batch.ReplicaStatus) bool {
@@ -78,28 +78,62 @@ func wantsRestart(g Group, s batch.ReplicaStatus) bool {
 	}
 }
 
-// reserveRestart counts a restart against the plan's backoff limit as soon as it is
-// decided, so that the limit holds across the replicas of one decision. A whole job's
-// restart counts once, in status.restarts, whichever replicas fail together (restartJob).
-func (x *decider) reserveRestart() {
-	if !x.plan.RestartJob {
-		x.totalRestarts++
+// restartBudget is the plan's backoffLimit as one decision spends it: the job's restarts so
+// far, and each restart the decision orders as soon as it is decided, so that the limit holds
+// across the replicas of one decision. Decide makes it and hands it to each policy that
+// restarts (replicas.go, rules.go, stall.go), in the order it applies them.
+type restartBudget struct {
+	// limit is the plan's backoffLimit (nil: none).
+	limit *int32
+	// spent counts the job's restarts, those this decision orders included: the replicas'
+	// restarts, or with Plan.RestartJob the job's (perJob).
+	spent  int32
+	perJob bool
+}
+
+// newRestartBudget is what the job has spent of its plan's backoffLimit before this decision.
+func newRestartBudget(plan *Plan, old *batch.JobStatus) *restartBudget {
+	b := &restartBudget{limit: plan.BackoffLimit, perJob: plan.RestartJob}
+	if b.perJob {
+		b.spent = old.Restarts
+		return b
+	}
+	for _, task := range old.Tasks {
+		for _, r := range task.Replicas {
+			b.spent += r.RestartCount
+		}
+	}
+	return b
+}
+
+// reserve counts a restart the decision orders. A whole job's restart counts once, in
+// status.restarts, whichever replicas fail together (restartJob).
+func (b *restartBudget) reserve() {
+	if !b.perJob {
+		b.spent++
 	}
 }
 
-func restartsLeft(g Group, plan *Plan, replicaRestarts, totalRestarts int32) bool {
+// left: the job may restart once more.
+func (b *restartBudget) left() bool {
+	return b.limit == nil || b.spent < *b.limit
+}
+
+// restartsLeft: a replica that has restarted replicaRestarts times may restart once more,
+// within its group's limit and the job's backoffLimit.
+func restartsLeft(g Group, replicaRestarts int32, budget *restartBudget) bool {
 	if g.Limit != nil && replicaRestarts >= *g.Limit {
 		return false
 	}
-	return plan.BackoffLimit == nil || totalRestarts < *plan.BackoffLimit
+	return budget.left()
 }
 
 // restartLeft: a restart of the replica (or, whole, of the job) is within its limits. A
 // rule's restart of the replica counts toward the replica's limit and backoffLimit; of the
 // job, toward backoffLimit only.
-func (x *decider) restartLeft(r *replica, whole bool) bool {
+func restartLeft(r *replica, whole bool, budget *restartBudget) bool {
 	if whole {
-		return x.plan.BackoffLimit == nil || x.totalRestarts < *x.plan.BackoffLimit
+		return budget.left()
 	}
-	return restartsLeft(*r.group, x.plan, r.status.RestartCount, x.totalRestarts)
+	return restartsLeft(*r.group, r.status.RestartCount, budget)
 }

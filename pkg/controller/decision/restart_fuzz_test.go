@@ -84,7 +84,7 @@ func FuzzRestart(f *testing.F) {
 		if backoffLimit >= 0 {
 			plan.BackoffLimit = ptr.To(int32(backoffLimit))
 		}
-		left := restartsLeft(g, plan, restarts, total)
+		left := restartsLeft(g, restarts, &restartBudget{limit: plan.BackoffLimit, spent: total})
 		if left && (g.Limit != nil && restarts >= *g.Limit || plan.BackoffLimit != nil && total >= *plan.BackoffLimit) {
 			t.Fatalf("restarts left with %d of limit %v and %d of backoffLimit %v", restarts, limit, total, backoffLimit)
 		}

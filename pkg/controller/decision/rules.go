@@ -137,9 +137,9 @@ func hasReason(e ending, reason batch.FailureReason) bool {
 const ReasonFailurePolicy = "FailurePolicy"
 
 // applyRule looks for the rule that decides a replica's ended (or lost) pod and does what it
-// says; false when no rule matches and the replica is handled as without rules. disrupted:
-// Kubernetes disrupted the pod, or it went while it ran.
-func (x *decider) applyRule(r *replica, pod *corev1.Pod, disrupted bool) bool {
+// says, noting its ruling on the replica; false when no rule matches and the replica is
+// handled as without rules. disrupted: Kubernetes disrupted the pod, or it went while it ran.
+func (x *decider) applyRule(r *replica, pod *corev1.Pod, disrupted bool, budget *restartBudget) bool {
 	if !disrupted && pod.Status.Phase != corev1.PodFailed {
 		return false // a success is the restart policy's alone
 	}
@@ -147,56 +147,93 @@ func (x *decider) applyRule(r *replica, pod *corev1.Pod, disrupted bool) bool {
 	if m == nil {
 		return false
 	}
-	x.act(r, m, pod)
+	r.ruling = x.act(r, m, pod, budget)
 	return true
 }
 
-// act carries out a rule's action on a replica (pod: how it ended, nil for a stall).
-func (x *decider) act(r *replica, m *ruleMatch, pod *corev1.Pod) {
+// ruling is what a failure policy rule (or a stall, stall.go) decides of a replica beyond
+// what the replica itself does (its action and view): whether the job fails on it, whether
+// the whole job restarts with it, and the rule's decision to tell. Decide combines the
+// replicas' rulings: the first that fails the job ends it (applyRulings), any that restarts
+// the whole job restarts it (restartjob.go), and each decision told is an event.
+type ruling struct {
+	// fail, when set, fails the job on the replica; record is how its pod ended, for its
+	// lastTermination should the job fail on it (nil: nothing to record).
+	fail   *Outcome
+	record *batch.ReplicaTermination
+	// restartJob: the replica restarts with the whole job, whatever spec.restartScope says.
+	restartJob bool
+	// told is the rule's decision, for events and metrics (nil: none, or not yet: a restart
+	// that waits for its backoff is told when it happens).
+	told *RuleDecision
+}
+
+// act carries out a rule's action on a replica (pod: how it ended, nil for a stall), and
+// returns its ruling.
+func (x *decider) act(r *replica, m *ruleMatch, pod *corev1.Pod, budget *restartBudget) ruling {
 	r.rule = m
+	var ru ruling
 	switch m.rule.Action {
 	case batch.FailJob:
 		r.view.Final = true
-		x.failJob(r, m.text()+" fails the job on it", pod)
+		ru = failJob(r, m.text()+" fails the job on it", pod)
 	case batch.Ignore:
 		r.view = Replica{Phase: batch.ReplicaDeleted, Lost: true, Disruption: "ignored by " + m.text()}
 		r.action = replaceNow
 	case batch.RestartReplica, batch.RestartJob:
 		whole := m.rule.Action == batch.RestartJob
-		if !x.restartLeft(r, whole) {
+		if !restartLeft(r, whole, budget) {
 			r.view.Final = true
 			if r.stalled != "" {
 				// A stalled replica that may not restart would hold its job for ever.
-				x.failJob(r, m.text()+" would restart it, but no restart is left", nil)
+				return failJob(r, m.text()+" would restart it, but no restart is left", nil)
 			}
-			return
+			return ruling{}
 		}
-		x.restartJobByRule = x.restartJobByRule || whole
+		ru.restartJob = whole
 		if pod == nil || !PodEnded(pod) {
-			x.reserveRestart()
+			budget.reserve()
 			r.action = restartNow // a stall, or a pod that is going: no backoff to wait
-		} else if x.restartAfterBackoff(r, pod); r.action != restartNow {
-			return // told when the backoff has passed and the restart happens
+		} else if x.restartAfterBackoff(r, pod, budget); r.action != restartNow {
+			return ru // told when the backoff has passed and the restart happens
 		}
 	}
-	x.d.RuleDecisions = append(x.d.RuleDecisions, RuleDecision{Replica: r.status.Name, Rule: *m.ref(), RuleName: m.rule.Name, Ending: endingOf(r, pod)})
+	ru.told = &RuleDecision{Replica: r.status.Name, Rule: *m.ref(), RuleName: m.rule.Name, Ending: endingOf(r, pod)}
+	return ru
 }
 
-// failJob fails the job on a replica, the first time a decision finds a reason to.
-func (x *decider) failJob(r *replica, why string, pod *corev1.Pod) {
-	if x.ruleOutcome != nil {
-		return
-	}
+// failJob is the ruling that fails the job on a replica, for the reason why; pod is how the
+// replica's pod ended (nil for a stall).
+func failJob(r *replica, why string, pod *corev1.Pod) ruling {
 	reason := ReasonFailurePolicy
 	if r.rule == nil {
 		reason = string(batch.ReasonStalled)
 	}
-	x.ruleOutcome = &Outcome{Reason: reason, Message: fmt.Sprintf("Replica %s, and %s.", endingOf(r, pod), why)}
+	ru := ruling{fail: &Outcome{Reason: reason, Message: fmt.Sprintf("Replica %s, and %s.", endingOf(r, pod), why)}}
 	if pod != nil && (r.status.LastTermination == nil || r.status.LastTermination.UID != pod.UID) {
-		t := termination(pod)
-		t.Rule = r.rule.ref()
-		r.status.LastTermination = t
+		ru.record = termination(pod)
+		ru.record.Rule = r.rule.ref()
 	}
+	return ru
+}
+
+// applyRulings adds what the rulings of replicas decided of the job to what earlier ones did
+// (fail, told), the replicas taken in the order Decide applies the policies: the first
+// replica that fails the job decides how it fails, and its lastTermination records how its
+// pod ended; every rule's decision is told, in that order.
+func applyRulings(fail *Outcome, told []RuleDecision, replicas []*replica) (*Outcome, []RuleDecision) {
+	for _, r := range replicas {
+		if fail == nil && r.ruling.fail != nil {
+			fail = r.ruling.fail
+			if r.ruling.record != nil {
+				r.status.LastTermination = r.ruling.record
+			}
+		}
+		if r.ruling.told != nil {
+			told = append(told, *r.ruling.told)
+		}
+	}
+	return fail, told
 }
 
 // endingOf says how a replica ended, for messages: "worker-1 failed with exit code 42".

@@ -26,18 +26,18 @@ import (
 // ReasonProgressDeadlineExceeded is the reason of the Stalled condition while it is True.
 const ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 
-// stalls finds the stalled replicas of a running job, has the rules (or the default) decide
-// what each does, and returns the Stalled condition's message ("" when none is stalled).
-func (x *decider) stalls(old *batch.JobStatus, all []*replica) string {
+// stalls finds the stalled replicas of a running job and has the rules (or the default)
+// decide what each does. It returns them, each with its ruling (rules.go), and the Stalled
+// condition's message ("" when none is stalled).
+func (x *decider) stalls(old *batch.JobStatus, all []*replica, budget *restartBudget) (stalled []*replica, message string) {
 	deadline := x.plan.ProgressDeadline
 	if deadline <= 0 || old.Progress == nil || x.finished || x.paused || x.plan.Debug || old.Phase != batch.JobRunning {
-		return ""
+		return nil, ""
 	}
 	reports := make(map[types.UID]batch.ReplicaProgress, len(old.Progress.Replicas))
 	for _, p := range old.Progress.Replicas {
 		reports[p.UID] = p
 	}
-	var stalled []*replica
 	for _, r := range all {
 		if r.pod == nil || PodEnded(r.pod) || r.pod.DeletionTimestamp != nil || r.action != noAction {
 			continue
@@ -55,40 +55,40 @@ func (x *decider) stalls(old *batch.JobStatus, all []*replica) string {
 		stalled = append(stalled, r)
 	}
 	if len(stalled) == 0 {
-		return ""
+		return nil, ""
 	}
 	names := make([]string, len(stalled))
 	for i, r := range stalled {
 		names[i] = r.status.Name
 		if m := matchRule(x.plan.FailurePolicy, ending{replicaType: r.group.Type, rank: r.rank, stalled: true}); m != nil {
-			x.act(r, m, nil)
+			r.ruling = x.act(r, m, nil, budget)
 			continue
 		}
-		x.stallByDefault(r)
+		r.ruling = stallByDefault(r, budget)
 	}
 	last := ""
 	if first := stalled[0]; reports[first.pod.UID].ProgressPercentage != nil {
 		last = fmt.Sprintf("; %s last reported %d%%", first.status.Name, *reports[first.pod.UID].ProgressPercentage)
 	}
-	return fmt.Sprintf("%s reported no progress for %d s or more (spec.progressDeadlineSeconds)%s.",
+	message = fmt.Sprintf("%s reported no progress for %d s or more (spec.progressDeadlineSeconds)%s.",
 		Listed(names, 10), int64(deadline/time.Second), last)
+	return stalled, message
 }
 
 // stallByDefault: without a rule, a stall restarts the whole job where the replica may be
 // restarted (its restart policy restarts a failure, and limits are left), else fails it.
-func (x *decider) stallByDefault(r *replica) {
-	if r.group.Restart != batch.RestartNever && r.group.Restart != "" && x.restartLeft(r, true) &&
+func stallByDefault(r *replica, budget *restartBudget) ruling {
+	if r.group.Restart != batch.RestartNever && r.group.Restart != "" && restartLeft(r, true, budget) &&
 		(r.group.Limit == nil || r.status.RestartCount < *r.group.Limit) {
-		x.restartJobByRule = true
-		x.reserveRestart()
+		budget.reserve()
 		r.action = restartNow
-		return
+		return ruling{restartJob: true}
 	}
 	why := "the job fails: its restart policy (" + strings.ToLower(string(r.group.Restart)) + ") or its limits allow no restart"
 	if r.group.Restart == "" {
 		why = "the job fails: its restart policy allows no restart"
 	}
-	x.failJob(r, why, nil)
+	return failJob(r, why, nil)
 }
 
 // setStalled sets the Stalled condition: True while replicas are stalled; False once they no

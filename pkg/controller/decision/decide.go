@@ -73,6 +73,9 @@ type Decision struct {
 // creations. A sync that ends the job restarts nothing: a restart is counted only when it
 // happens.
 //
+// The policies are applied in the order below, each in its own file; what one decides of the
+// job it returns, or notes on the replica it is about, and Decide combines it here.
+//
 // admission is the admitters' verdict on the job (the engine's admission.go), nil when none
 // applies.
 //
@@ -81,9 +84,15 @@ type Decision struct {
 func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time.Time) (*Decision, error) {
 	old := job.JobStatus()
 	d := &Decision{Status: &batch.JobStatus{ObservedGeneration: job.GetGeneration()}}
-	x := &decider{plan: plan, admission: admission, kinds: children.kinds(), now: now, endSeen: children.EndSeen, gone: children.Gone, d: d}
+	x := &decider{plan: plan, admission: admission, now: now, endSeen: children.EndSeen, gone: children.Gone}
 	if admission != nil {
 		d.RequeueAfter = admission.RequeueAfter
+	}
+	// lookAgain asks for a sync once wait has passed (a backoff, a deadline, a grace).
+	lookAgain := func(wait time.Duration) {
+		if wait > 0 {
+			d.RequeueAfter = MinPositive(d.RequeueAfter, wait)
+		}
 	}
 	x.finished = old.Finished()
 	// A job its admitters have not admitted is held as a pause holds it: no pods.
@@ -92,8 +101,10 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	resumed := !plan.Paused && wasPaused(old)
 	pods := children.Pods
 
-	// The restarts the replicas would take count against the job's backoffLimit in the order
-	// the policies find them (restart.go).
+	// 1. Each replica as it is, and what it would do (replicas.go): its restart policy,
+	// backoff and limits (restart.go), the failure policy rule that matches how its pod ended
+	// (rules.go), a disruption (disruption.go). The restarts it would take count against the
+	// job's backoffLimit in this order.
 	budget := newRestartBudget(plan, old)
 	podByName := make(map[string]*corev1.Pod, len(pods))
 	for _, p := range pods {
@@ -105,8 +116,6 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 			prevByName[r.Name] = r
 		}
 	}
-	x.excluded = slices.Clone(old.ExcludedNodes)
-
 	var all []*replica
 	desired := map[string]bool{}
 	for gi := range plan.Groups {
@@ -119,27 +128,50 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 			all = append(all, r)
 		}
 	}
-	// What the failure policy's rules decided of the job (rules.go).
+	// What the failure policy's rules decided of the job (rules.go), and the backoffs
+	// restarts wait for.
 	ruled, ruleDecisions := applyRulings(nil, nil, all)
 	d.RuleDecisions = ruleDecisions
+	for _, r := range all {
+		lookAgain(r.backoff)
+	}
+
+	// 2. Groups that wait for others to be Ready are held back (after.go).
 	if !plan.Debug {
 		d.Waiting = x.holdBack(all)
 	}
-	stalled, stalledText := x.stalls(old, all, budget)
+
+	// 3. Replicas that stopped reporting progress (stall.go), and what the rules, or the
+	// default, do with each.
+	stalled, stalledText, stallWait := x.stalls(old, all, budget)
 	d.Stalled = stalledText
+	lookAgain(stallWait)
 	ruled, d.RuleDecisions = applyRulings(ruled, d.RuleDecisions, stalled)
+
+	// 4. The nodes new pods avoid (nodes.go): the oldest dropped when nothing fits without it.
+	excluded := slices.Clone(old.ExcludedNodes)
 	if !x.finished && !x.paused {
-		x.dropUnfit(all)
+		u := x.dropUnfit(excluded, all)
+		excluded = u.left
+		if u.dropped != "" {
+			d.DroppedNodes = append(d.DroppedNodes, u.dropped)
+		}
+		d.DeletePods = append(d.DeletePods, u.remade...)
+		lookAgain(u.wait)
 	}
+
+	// 5. The outcome: the deadline (deadlines.go), a rule or a stall that fails the job, the
+	// plan's Judge, the start deadline.
 	views := Replicas{}
 	for _, r := range all {
 		views[r.group.Type] = append(views[r.group.Type], r.view)
 	}
-
 	d.Status.StartTime = x.startTime(old.StartTime, pods)
 	d.Status.Restarts = old.Restarts
 	if !x.finished && !x.paused && !plan.Debug {
-		d.Outcome = x.deadline(d.Status.StartTime)
+		var left time.Duration
+		d.Outcome, left = x.deadline(d.Status.StartTime)
+		lookAgain(left)
 		if d.Outcome == nil {
 			d.Outcome = ruled
 		}
@@ -147,18 +179,51 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 			d.Outcome = plan.Judge(views)
 		}
 		if d.Outcome == nil {
-			d.Outcome = x.startupDeadline(job.GetName(), d.Status.StartTime, old, all)
+			d.Outcome, left = x.startupDeadline(job.GetName(), d.Status.StartTime, old, all)
+			lookAgain(left)
 		}
 		x.finished = d.Outcome != nil
 	}
+
+	// 6. A whole job's restart (restartjob.go): spec.restartScope Job, a rule's RestartJob, a
+	// stall's default, or one under way; the barrier holds new pods until the old are gone.
+	barrier := false
 	restartsJob := slices.ContainsFunc(all, func(r *replica) bool { return r.ruling.restartJob })
 	if (plan.RestartJob || restartsJob || jobRestartUnderway(all)) && !x.finished && !x.paused {
-		x.restartJob(all)
+		var restart *jobRestart
+		restart, barrier = x.restartJob(all)
+		if restart != nil {
+			if restart.counted {
+				d.Status.Restarts++
+			}
+			d.JobRestart, d.JobRestartBy = restart.why, restart.by
+		}
 	}
 
+	// 7. What each replica does, now that the outcome is known (replicas.go); the node a
+	// replica's pod ended on, when the ending points at it, is avoided from then on (nodes.go).
 	var failedNames []string
 	for _, r := range all {
-		x.carryOut(job, r, resumed)
+		c := x.carryOut(r)
+		if c.restarted {
+			d.Restarted = append(d.Restarted, r.status.Name)
+		}
+		if c.ended != nil {
+			var added *batch.ExcludedNode
+			if excluded, added = x.avoidNode(excluded, r, c.ended); added != nil {
+				d.ExcludedNodes = append(d.ExcludedNodes, *added)
+			}
+		}
+		switch {
+		case c.remove != nil:
+			d.DeletePods = append(d.DeletePods, c.remove)
+		case c.create && barrier:
+			// The whole job restarts: no new pod meets an old one. A replica whose restart is
+			// counted keeps its status (Deleted, its old pod's UID) and is created by a later
+			// decision, once every old pod is gone.
+		case c.create:
+			d.CreatePods = append(d.CreatePods, x.createPod(job, r, resumed, excluded))
+		}
 		if r.status.Phase == batch.ReplicaFailed || (r.pod != nil && r.pod.Status.Phase == corev1.PodFailed && r.action != replaceNow) {
 			failedNames = append(failedNames, failureText(r.status))
 		}
@@ -177,8 +242,8 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 		d.Status.Tasks = append(d.Status.Tasks, task)
 	}
 
-	// Pods the plan no longer has (scaled down, or a type removed) go; so do all of them on a
-	// pause, and those the clean-up policy names once the job has ended.
+	// 8. Pods the plan no longer has (scaled down, or a type removed) go; so do all of them on
+	// a pause, and those the clean-up policy names once the job has ended (pods.go).
 	for _, p := range pods {
 		if !desired[p.Name] && p.DeletionTimestamp == nil {
 			d.DeletePods = append(d.DeletePods, p)
@@ -190,13 +255,19 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	case x.paused:
 		d.DeletePods = append(d.DeletePods, Unlisted(Live(pods), d.DeletePods)...)
 	}
-	if err := x.objects(job, children.Objects); err != nil {
+
+	// 9. The job's other children (objects.go), and the kind's own status.
+	var err error
+	d.CreateObjects, d.UpdateObjects, d.DeleteObjects, err = x.objects(job, children.Objects, children.kinds())
+	if err != nil {
 		return nil, err
 	}
 	if plan.KindStatus != nil {
 		d.KindStatus = plan.KindStatus(children)
 	}
 
+	// 10. The status: why replicas wait (waiting.go), phase and conditions (status.go), the
+	// Stalled condition (stall.go), the nodes new pods avoid.
 	hint := ""
 	if plan.Debug {
 		hint = plan.DebugHint
@@ -229,31 +300,29 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 		// that the largest job's status stays small (test/apivalidation).
 		d.Status.Progress.Replicas = nil
 	}
-	d.Status.ExcludedNodes = x.excluded
+	d.Status.ExcludedNodes = excluded
 	d.Status.Aggregate = aggregate(d.Status.Tasks)
 	d.Status.CompletionTime = CompletionTime(old, d.Status)
 	return d, nil
 }
 
-// decider holds what one Decide call knows across replicas.
+// decider is what one Decide call knows of the job, the same for every policy: its inputs,
+// and the job's state. The policies read it and write nothing to it: what each decides, it
+// returns, or notes on the replica it is about (replica), and Decide combines it.
 type decider struct {
 	plan *Plan
-	// admission is the admitters' verdict (nil: none applies); kinds the table of child kinds.
+	// admission is the admitters' verdict (nil: none applies).
 	admission *Verdict
-	kinds     KindTable
 	now       time.Time
 	endSeen   map[types.UID]time.Time
 	gone      map[types.UID]*corev1.Pod
-	d         *Decision
-	finished  bool
+	// finished: the job has ended; before Decide knows the outcome, as the job's status says,
+	// and from then on with the outcome too.
+	finished bool
 	// paused: the job is held, no replica has a pod (a pause, or unadmitted: an admitter has
 	// not admitted it).
 	paused     bool
 	unadmitted bool
-	// barrier: the whole job restarts and some old pod is not gone yet: no pod is created.
-	barrier bool
-	// excluded are the nodes new pods avoid (nodes.go), as this decision leaves them.
-	excluded []batch.ExcludedNode
 }
 
 // startTime is when the deadline counts from: the first creation of the replicas, again

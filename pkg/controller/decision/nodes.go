@@ -34,11 +34,12 @@ var nodeDisruptions = map[string]bool{
 }
 
 // avoidNode lists the node a replica's pod ended on, as t records the ending, when the job
-// avoids failed nodes and the ending points at the node.
-func (x *decider) avoidNode(r *replica, t *batch.ReplicaTermination) {
+// avoids failed nodes and the ending points at the node. It returns the list of the nodes new
+// pods avoid with it (excluded, when it is not listed), and its entry (nil: not listed).
+func (x *decider) avoidNode(excluded []batch.ExcludedNode, r *replica, t *batch.ReplicaTermination) ([]batch.ExcludedNode, *batch.ExcludedNode) {
 	policy := x.plan.FailurePolicy
 	if policy == nil || policy.AvoidFailedNodes == nil || t == nil || t.Node == "" {
-		return
+		return excluded, nil
 	}
 	points := pointsAtNode(t)
 	if r.stalled != "" {
@@ -48,19 +49,19 @@ func (x *decider) avoidNode(r *replica, t *batch.ReplicaTermination) {
 		points = *r.rule.rule.AvoidNode
 	}
 	if !points {
-		return
+		return excluded, nil
 	}
 	reason := t.Reason
 	if code := terminationExitCode(t); !t.Disrupted && code != 0 {
 		reason = "exit code " + itoa(code)
 	}
-	x.excluded = slices.DeleteFunc(x.excluded, func(e batch.ExcludedNode) bool { return e.Node == t.Node })
+	excluded = slices.DeleteFunc(excluded, func(e batch.ExcludedNode) bool { return e.Node == t.Node })
 	e := batch.ExcludedNode{Node: t.Node, Replica: r.status.Name, Reason: reason, Time: metav1.NewTime(x.now)}
-	x.excluded = append(x.excluded, e)
-	x.d.ExcludedNodes = append(x.d.ExcludedNodes, e)
-	if most := maxExcluded(policy); len(x.excluded) > most {
-		x.excluded = x.excluded[len(x.excluded)-most:]
+	excluded = append(excluded, e)
+	if most := maxExcluded(policy); len(excluded) > most {
+		excluded = excluded[len(excluded)-most:]
 	}
+	return excluded, &e
 }
 
 // pointsAtNode: a disruption by the node, or a non-zero exit of a container that had run
@@ -138,14 +139,24 @@ func excludeNodes(pod *corev1.Pod, excluded []batch.ExcludedNode) {
 	pod.Annotations[batch.AnnotationExcludedNodes] = strings.Join(names, ",")
 }
 
+// unfit is what dropUnfit decides: the nodes new pods avoid from now on (left), the node it
+// dropped ("": none), the pods it deletes to make them again without it, and how soon the
+// grace of a pod that cannot be placed runs out, for a sync then (0: none runs).
+type unfit struct {
+	left    []batch.ExcludedNode
+	dropped string
+	remade  []*corev1.Pod
+	wait    time.Duration
+}
+
 // dropUnfit drops the oldest exclusion when a pod made to avoid it cannot be placed, the
 // scheduler naming node affinity among its reasons, for longer than unfitGrace; the pods
 // that avoid it are made again without it.
-func (x *decider) dropUnfit(all []*replica) {
-	if len(x.excluded) == 0 {
-		return
+func (x *decider) dropUnfit(excluded []batch.ExcludedNode, all []*replica) unfit {
+	if len(excluded) == 0 {
+		return unfit{left: excluded}
 	}
-	oldest := x.excluded[0].Node
+	oldest := excluded[0].Node
 	var stuck []*replica
 	for _, r := range all {
 		pod := r.pod
@@ -160,20 +171,19 @@ func (x *decider) dropUnfit(all []*replica) {
 		stuck = append(stuck, r)
 	}
 	if len(stuck) == 0 || !slices.ContainsFunc(all, affinityUnfit) {
-		return
+		return unfit{left: excluded}
 	}
 	since := podCondition(stuck[0].pod, corev1.PodScheduled).LastTransitionTime.Time
 	if wait := unfitGrace - x.now.Sub(since); wait > 0 {
-		x.d.RequeueAfter = MinPositive(x.d.RequeueAfter, wait)
-		return
+		return unfit{left: excluded, wait: wait}
 	}
-	x.excluded = x.excluded[1:]
-	x.d.DroppedNodes = append(x.d.DroppedNodes, oldest)
+	u := unfit{left: excluded[1:], dropped: oldest}
 	for _, r := range stuck {
 		// Made again with the shorter list; never ran: nothing to count.
 		r.status.Phase, r.view = batch.ReplicaDeleted, Replica{Phase: batch.ReplicaDeleted}
-		x.d.DeletePods = append(x.d.DeletePods, r.pod)
+		u.remade = append(u.remade, r.pod)
 	}
+	return u
 }
 
 // affinityUnfit: the scheduler says node affinity is among the reasons a replica's pod does

@@ -18,8 +18,9 @@ const AnnotationChildHash = batch.GroupName + "/child-hash"
 
 // objects decides the job's other children: the plan's objects, kept until the job is
 // deleted, and the replicas' Services, which live with the replicas (a pause deletes them,
-// so does the clean-up unless its policy is None).
-func (x *decider) objects(job Job, have []metav1.Object) error {
+// so does the clean-up unless its policy is None). have are the children there are, of the
+// kinds in the table; it returns those to create, update and delete.
+func (x *decider) objects(job Job, have []metav1.Object, kinds KindTable) (create, update, remove []metav1.Object, err error) {
 	want := append([]PlannedChild(nil), x.plan.Objects...)
 	withReplicas := len(x.plan.ServicePorts) > 0 && !x.paused && (!x.finished || x.plan.CleanUp == batch.CleanUpNone)
 	if withReplicas {
@@ -32,7 +33,7 @@ func (x *decider) objects(job Job, have []metav1.Object) error {
 	}
 	existing := make(map[string]metav1.Object, len(have))
 	for _, o := range have {
-		existing[objectKey(x.kinds.KindOf(o), o.GetName())] = o
+		existing[objectKey(kinds.KindOf(o), o.GetName())] = o
 	}
 	wanted := make(map[string]bool, len(want))
 	for _, o := range want {
@@ -47,29 +48,29 @@ func (x *decider) objects(job Job, have []metav1.Object) error {
 		}
 		built, err := BuildChild(job, o, cur)
 		if err != nil {
-			return err
+			return nil, nil, nil, err
 		}
-		if k := x.kinds.KindOf(built); k == "" || k != o.Kind {
-			return fmt.Errorf("making %s %s: built a %T", o.Kind, o.Name, built)
+		if k := kinds.KindOf(built); k == "" || k != o.Kind {
+			return nil, nil, nil, fmt.Errorf("making %s %s: built a %T", o.Kind, o.Name, built)
 		}
 		switch {
 		case cur == nil:
-			x.d.CreateObjects = append(x.d.CreateObjects, built)
+			create = append(create, built)
 		case !BuiltOtherwise(cur, built): // as the plan wants it
-		case x.kinds.ReplaceOnChange(cur):
-			x.d.DeleteObjects = append(x.d.DeleteObjects, cur) // made again once it is gone
+		case kinds.ReplaceOnChange(cur):
+			remove = append(remove, cur) // made again once it is gone
 		default:
 			built.SetResourceVersion(cur.GetResourceVersion()) // as seen: a change since is not overwritten
 			built.SetUID(cur.GetUID())
-			x.d.UpdateObjects = append(x.d.UpdateObjects, built)
+			update = append(update, built)
 		}
 	}
 	for _, o := range have {
-		if !wanted[objectKey(x.kinds.KindOf(o), o.GetName())] && o.GetDeletionTimestamp() == nil {
-			x.d.DeleteObjects = append(x.d.DeleteObjects, o)
+		if !wanted[objectKey(kinds.KindOf(o), o.GetName())] && o.GetDeletionTimestamp() == nil {
+			remove = append(remove, o)
 		}
 	}
-	return nil
+	return create, update, remove, nil
 }
 
 // BuildChild builds a plan's object as the job's child, with the hash of what was built (an

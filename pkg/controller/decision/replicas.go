@@ -1,6 +1,8 @@
 package decision
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
@@ -50,6 +52,8 @@ type replica struct {
 	rule    *ruleMatch
 	stalled string
 	ruling  ruling
+	// backoff, when its pod's restart waits for its backoff, is how long it has yet to wait.
+	backoff time.Duration
 }
 
 // observe reports a replica as it is and says what it would do; a restart it would take is
@@ -163,57 +167,62 @@ func (x *decider) observe(g *Group, rank int32, prev batch.ReplicaStatus, pod *c
 	return r
 }
 
+// carried is what carrying out a replica's action asks of the decision beyond the replica's
+// own status: a restart to count, its pod to delete, a new pod to make, and how its pod ended
+// for the nodes policy to look at (nodes.go).
+type carried struct {
+	restarted bool
+	remove    *corev1.Pod
+	create    bool
+	ended     *batch.ReplicaTermination
+}
+
 // carryOut orders what observe said a replica would do, now that the outcome is known: a job
 // that has ended restarts and creates nothing, and takes back a restart it counted but did
 // not carry out.
-func (x *decider) carryOut(job Job, r *replica, resumed bool) {
-	d := x.d
+func (x *decider) carryOut(r *replica) carried {
 	switch r.action {
 	case needsPod:
 		if x.finished {
 			r.status.Phase = batch.ReplicaDeleted
-			return
+			return carried{}
 		}
-		x.createPod(job, r, resumed)
+		return carried{create: true}
 	case restartNow:
 		if x.finished {
-			return // the replica keeps its pod and its ending; clean-up decides the pod
+			return carried{} // the replica keeps its pod and its ending; clean-up decides the pod
 		}
-		d.Restarted = append(d.Restarted, r.status.Name)
 		r.status.RestartCount++
 		if r.pod == nil { // gone already: straight to the new pod
 			s := r.status
 			r.status.LastTermination = &batch.ReplicaTermination{UID: s.UID, Phase: s.Phase, Node: s.Node, Reason: s.Reason, Message: s.Message, Containers: s.Containers, Rule: r.rule.ref()}
 			r.status.Phase = batch.ReplicaDeleted // counted, until the new pod is made
-			x.avoidNode(r, r.status.LastTermination)
-			x.createPod(job, r, resumed)
-			return
+			return carried{restarted: true, ended: r.status.LastTermination, create: true}
 		}
 		r.status.LastTermination = x.ended(r)
 		r.status.Phase = batch.ReplicaDeleted
-		x.avoidNode(r, r.status.LastTermination)
-		d.DeletePods = append(d.DeletePods, r.pod)
+		return carried{restarted: true, ended: r.status.LastTermination, remove: r.pod}
 	case replaceNow:
 		if x.finished {
-			return // the job ended first: the pod is reported as it ended (observe read it)
+			return carried{} // the job ended first: the pod is reported as it ended (observe read it)
 		}
 		x.disrupt(r, r.pod)
 		x.ruleReplaced(r)
-		x.avoidNode(r, r.status.LastTermination)
+		c := carried{ended: r.status.LastTermination}
 		switch {
 		case r.pod == nil: // gone already (a rule's Ignore of a pod deleted while it ran)
-			x.createPod(job, r, resumed)
+			c.create = true
 		case r.pod.DeletionTimestamp == nil:
-			d.DeletePods = append(d.DeletePods, r.pod)
+			c.remove = r.pod
 		}
+		return c
 	case withJob:
 		if x.finished {
-			return
+			return carried{}
 		}
 		t := termination(r.pod)
 		t.Reason, t.Message = ReasonRestartedWithJob, "Deleted to restart the whole job ("+r.causeBy+"): "+r.cause+"."
 		if r.counted {
-			d.Restarted = append(d.Restarted, r.status.Name)
 			r.status.RestartCount++
 		} else {
 			t.Disrupted = true
@@ -221,7 +230,7 @@ func (x *decider) carryOut(job Job, r *replica, resumed bool) {
 		}
 		r.status.LastTermination = t
 		r.status.UID, r.status.Phase = r.pod.UID, batch.ReplicaDeleted
-		d.DeletePods = append(d.DeletePods, r.pod)
+		return carried{restarted: r.counted, remove: r.pod}
 	case finishRestart:
 		switch {
 		case x.finished && r.status.LastTermination != nil && r.status.LastTermination.Disrupted:
@@ -231,25 +240,22 @@ func (x *decider) carryOut(job Job, r *replica, resumed bool) {
 		case x.paused:
 			// Pause deletes the pod; resume creates the replica again.
 		case r.pod == nil:
-			x.createPod(job, r, resumed)
+			return carried{create: true}
 		case r.pod.DeletionTimestamp == nil:
-			d.DeletePods = append(d.DeletePods, r.pod)
+			return carried{remove: r.pod}
 		}
 	}
+	return carried{}
 }
 
-func (x *decider) createPod(job Job, r *replica, resumed bool) {
-	if x.barrier {
-		// The whole job restarts: no new pod meets an old one. A replica whose restart is
-		// counted keeps its status (Deleted, its old pod's UID) and is created by a later
-		// decision, once every old pod is gone.
-		return
-	}
+// createPod makes a replica's new pod, which avoids the nodes listed, and reports the
+// replica as being created.
+func (x *decider) createPod(job Job, r *replica, resumed bool, excluded []batch.ExcludedNode) *corev1.Pod {
 	r.status.UID, r.status.Phase = "", batch.ReplicaCreating
 	r.status.Containers, r.status.Node, r.status.Reason, r.status.Message = []batch.ContainerStatus{}, "", "", ""
 	pod := newPod(job, x.plan, x.admission, *r.group, r.rank, resumed)
-	excludeNodes(pod, x.excluded)
-	x.d.CreatePods = append(x.d.CreatePods, pod)
+	excludeNodes(pod, excluded)
+	return pod
 }
 
 // restartCounted reports whether a replica's status counts a restart of its current pod that

@@ -44,10 +44,11 @@ func (x *decider) endTime(pod *corev1.Pod) time.Time {
 }
 
 // restartAfterBackoff restarts a replica whose pod ended once its backoff has passed, and
-// otherwise asks for a sync when it will have.
+// otherwise notes how long the backoff has yet to run (replica.backoff: Decide asks for a
+// sync then).
 func (x *decider) restartAfterBackoff(r *replica, pod *corev1.Pod, budget *restartBudget) {
 	if wait := restartBackoff(r.status.RestartCount) - x.now.Sub(x.endTime(pod)); wait > 0 {
-		x.d.RequeueAfter = MinPositive(x.d.RequeueAfter, wait)
+		r.backoff = wait
 		return
 	}
 	budget.reserve()

@@ -19,36 +19,42 @@ import (
 // is deleted (the replica Deleted, its old pod's UID in lastTermination), so that a
 // controller that stops half-way finishes the restart and counts nothing twice.
 
+// jobRestart is a whole job's restart, as a decision orders it: why (which replica restarts
+// the job, and how it ended), what asked for it, and whether it counts as a restart of the
+// job (a disruption's replacement does not).
+type jobRestart struct {
+	why, by string
+	counted bool
+}
+
 // restartJob turns a replica's restart or replacement into the whole job's, and raises the
 // barrier while old pods remain. With spec.restartScope: Job every restart and replacement
 // does; otherwise only a failure policy rule's RestartJob, or a stall's default, does, and
 // counts one restart, of the job and of the replica that caused it: the others are
-// restarted with it, counted as disruptions (RestartedWithJob).
-func (x *decider) restartJob(all []*replica) {
-	cause := x.jobRestartCause(all)
-	counted := cause != nil && cause.action == restartNow
-	if cause != nil {
-		text := causeText(cause, counted)
-		if counted {
-			x.d.Status.Restarts++
-		}
-		x.d.JobRestart, x.d.JobRestartBy = text, restartBy(cause, x.plan.RestartJob)
+// restarted with it, counted as disruptions (RestartedWithJob). It returns the job's restart
+// (nil: none starts now), and whether the barrier stands: some old pod is not gone yet, so
+// no pod is created.
+func (x *decider) restartJob(all []*replica) (restart *jobRestart, barrier bool) {
+	if cause := x.jobRestartCause(all); cause != nil {
+		counted := cause.action == restartNow
+		restart = &jobRestart{why: causeText(cause, counted), by: restartBy(cause, x.plan.RestartJob), counted: counted}
 		for _, r := range all {
 			if r.pod == nil || r.pod.DeletionTimestamp != nil || r.status.Phase == batch.ReplicaDeleted ||
 				r.action == restartNow || r.action == replaceNow || r.action == finishRestart {
 				continue
 			}
-			r.action, r.cause, r.counted = withJob, text, counted && x.plan.RestartJob
-			r.causeBy = x.d.JobRestartBy
+			r.action, r.cause, r.counted = withJob, restart.why, counted && x.plan.RestartJob
+			r.causeBy = restart.by
 		}
 	}
 	for _, r := range all {
 		switch {
 		case r.pod == nil:
 		case r.action == restartNow || r.action == replaceNow || r.action == withJob || r.status.Phase == batch.ReplicaDeleted:
-			x.barrier = true
+			barrier = true
 		}
 	}
+	return restart, barrier
 }
 
 // jobRestartCause is the replica whose restart (or replacement) restarts the whole job: with

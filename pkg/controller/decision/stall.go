@@ -27,12 +27,13 @@ import (
 const ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 
 // stalls finds the stalled replicas of a running job and has the rules (or the default)
-// decide what each does. It returns them, each with its ruling (rules.go), and the Stalled
-// condition's message ("" when none is stalled).
-func (x *decider) stalls(old *batch.JobStatus, all []*replica, budget *restartBudget) (stalled []*replica, message string) {
+// decide what each does. It returns them, each with its ruling (rules.go); the Stalled
+// condition's message ("" when none is stalled); and how soon a replica that reported would
+// be stalled should it stay silent, for a sync then (0: none would).
+func (x *decider) stalls(old *batch.JobStatus, all []*replica, budget *restartBudget) (stalled []*replica, message string, requeue time.Duration) {
 	deadline := x.plan.ProgressDeadline
 	if deadline <= 0 || old.Progress == nil || x.finished || x.paused || x.plan.Debug || old.Phase != batch.JobRunning {
-		return nil, ""
+		return nil, "", 0
 	}
 	reports := make(map[types.UID]batch.ReplicaProgress, len(old.Progress.Replicas))
 	for _, p := range old.Progress.Replicas {
@@ -48,14 +49,14 @@ func (x *decider) stalls(old *batch.JobStatus, all []*replica, budget *restartBu
 		}
 		silent := x.now.Sub(p.ReportTime.Time)
 		if silent < deadline+x.plan.ProgressLag {
-			x.d.RequeueAfter = MinPositive(x.d.RequeueAfter, deadline+x.plan.ProgressLag-silent)
+			requeue = MinPositive(requeue, deadline+x.plan.ProgressLag-silent)
 			continue
 		}
 		r.stalled = fmt.Sprintf("reported no progress for %s (spec.progressDeadlineSeconds: %d)", silent.Round(time.Second), int64(deadline/time.Second))
 		stalled = append(stalled, r)
 	}
 	if len(stalled) == 0 {
-		return nil, ""
+		return nil, "", requeue
 	}
 	names := make([]string, len(stalled))
 	for i, r := range stalled {
@@ -72,7 +73,7 @@ func (x *decider) stalls(old *batch.JobStatus, all []*replica, budget *restartBu
 	}
 	message = fmt.Sprintf("%s reported no progress for %d s or more (spec.progressDeadlineSeconds)%s.",
 		Listed(names, 10), int64(deadline/time.Second), last)
-	return stalled, message
+	return stalled, message, requeue
 }
 
 // stallByDefault: without a rule, a stall restarts the whole job where the replica may be

@@ -46,11 +46,13 @@ func heapPerPod(newPod func(int) *corev1.Pod) uint64 {
 }
 
 // The size of a cached pod is the controller's memory: logged here, and bounded so that a
-// field added to CachedPod for every pod is a decision, not an accident.
+// field added to CachedPod for every pod is a decision, not an accident. The bound is the
+// controller's as it is built: under the race detector a kept pod costs some 30 bytes more
+// (about 1060), and only the size is logged.
 func TestCachedPodSize(t *testing.T) {
 	kept := heapPerPod(keptPod)
 	t.Logf("CachedPod: %d bytes of struct; a kept, finished pod: %d bytes in the cache", unsafe.Sizeof(CachedPod{}), kept)
-	if kept > 1050 {
+	if kept > 1050 && !raceDetector {
 		t.Errorf("a kept pod costs %d bytes in the cache, more than 1050", kept)
 	}
 	waits := heapPerPod(func(i int) *corev1.Pod {

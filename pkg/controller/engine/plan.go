@@ -70,7 +70,7 @@ const (
 	DeploymentKind = decision.DeploymentKind
 )
 
-// Names of the decision's that adapters and admitters use.
+// The decision's constants that adapters and admitters use.
 const (
 	ReasonDeleted       = decision.ReasonDeleted
 	MsgSucceeded        = decision.MsgSucceeded

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -63,7 +64,7 @@ func TestStallFoundWithNoOtherEvent(t *testing.T) {
 	for _, c := range cases {
 		waitJob(t, ns, c.name, "Running", inPhase(batch.JobRunning))
 		for rank := range 2 {
-			pod := getPod(t, ns, c.name+"-worker-"+string(rune('0'+rank)))
+			pod := getPod(t, ns, fmt.Sprintf("%s-worker-%d", c.name, rank))
 			to := reporterOf(t, pod)
 			token := mintToken(t, pod, progress.Audience(progress.JobRef{Resource: "genericjobs", Namespace: ns, Name: c.name}))
 			if code, body := to.post(to.url, token, progressReport(10*(rank+1))); code != http.StatusOK {

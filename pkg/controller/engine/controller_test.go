@@ -60,6 +60,14 @@ func (s *stallTest) processOnce(t *testing.T) {
 // comesBack reports whether the job's key is queued again once the clock has moved by d.
 func (s *stallTest) comesBack(t *testing.T, d time.Duration) bool {
 	t.Helper()
+	// The delaying queue arms its timer for a key on its own goroutine, from the time it read
+	// before: a step taken before the timer is armed moves the timer's target past the step,
+	// and the key never comes back. Its heartbeat ticker is one waiter of the clock; the
+	// timer of the earliest key, once armed, another.
+	armed := time.Now().Add(5 * time.Second)
+	for s.clock.Waiters() < 2 && time.Now().Before(armed) {
+		time.Sleep(time.Millisecond)
+	}
 	s.clock.Step(d)
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {

@@ -203,10 +203,7 @@ func run(ctx context.Context, o options) error {
 	}
 	// The children, of every kind the engine's table lists: only the project's, and of each
 	// only what the engine reads (engine.TrimChild): memory.
-	children := engine.Informers{Kube: informers.NewSharedInformerFactoryWithOptions(watchKube, 0,
-		informers.WithNamespace(o.namespace),
-		informers.WithTweakListOptions(onlyChildren),
-		informers.WithTransform(engine.TrimChild))}
+	children := engine.NewInformers(watchKube, informers.WithNamespace(o.namespace), informers.WithTweakListOptions(onlyChildren))
 	endpoint, err := startProgress(ctx, o, progressKube, progressJobs, jobFactory, children)
 	if err != nil {
 		return err

@@ -61,6 +61,6 @@ func (c *Controller) children(job Job) (Children, error) {
 			ch.EndSeen[p.UID] = seen.(time.Time)
 		}
 	}
-	ch.Gone = c.gone.of(job.GetUID())
+	ch.Gone = c.gone.of(job.GetUID(), ch.Pods)
 	return ch, nil
 }

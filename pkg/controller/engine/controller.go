@@ -66,9 +66,9 @@ type Controller struct {
 	// endSeen holds, per pod UID, when the pod was first seen ended: restart backoffs count
 	// from there (a container's finishedAt has one-second resolution).
 	endSeen sync.Map // types.UID -> time.Time
-	// gone holds, per job, the last state of its disrupted pods whose deletion was seen
-	// before its sync read them (gone.go).
-	gone goneMemory
+	// gone holds, per job, the last state of its disrupted pods, for the syncs that find
+	// them gone (gone.go); shared by the controllers of one Informers.
+	gone *goneMemory
 	// announced holds, per job key, the reasons its waiting replicas were announced for
 	// (waitevents.go), while they wait.
 	announced sync.Map // key -> []string
@@ -105,6 +105,10 @@ func New(adapter Adapter, clients Clients, children Informers, recorder record.E
 		synced:   []cache.InformerSynced{adapter.Informer().HasSynced},
 		expect:   expectations.New(expectations.DefaultTTL),
 		now:      time.Now,
+		gone:     children.gone,
+	}
+	if c.gone == nil {
+		c.gone = &goneMemory{}
 	}
 	c.queue = newQueue(kind, clock.RealClock{}, c.lanes)
 	c.kinds = ownKinds()

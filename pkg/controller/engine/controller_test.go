@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -39,7 +38,7 @@ func newStallTest(t *testing.T, job *batch.GenericJob) *stallTest {
 			return &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: whenAllSucceed}, nil
 		})
 	kube := kubefake.NewClientset()
-	c := New(adapter, Clients{Kube: kube}, Informers{Kube: informers.NewSharedInformerFactory(kube, 0)}, record.NewFakeRecorder(100), Options{})
+	c := New(adapter, Clients{Kube: kube}, NewInformers(kube), record.NewFakeRecorder(100), Options{})
 	clock := clocktesting.NewFakeClock(now)
 	c.now = clock.Now
 	c.expect.SetClock(clock.Now)

@@ -1,21 +1,30 @@
 package engine
 
 import (
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision"
 )
 
 // A disrupted pod can be deleted before its job's next sync reads it: the scheduler marks a
-// pod it preempts DisruptionTarget and deletes it at once. The informer's delete event still
-// carries the pod's last state; it is kept here until the job's status records how the pod
-// ended, so that the replica's lastTermination names the disruption (PreemptionByScheduler)
-// rather than a bare deletion.
+// pod it preempts DisruptionTarget and deletes it at once. Its last state is kept here until
+// the job's status records how the pod ended, so that the replica's lastTermination names the
+// disruption (PreemptionByScheduler) rather than a bare deletion.
+//
+// The children's informers keep it as they take each pod in (NewInformers: their transform
+// sees every state of a pod before the cache holds it), not from the delete event: an
+// informer drops a deleted pod from its cache first and tells its handlers after, and a sync
+// in between (another pod of the job was preempted a moment before) found the pod gone and
+// nothing remembered of it. The delete handler remembers too, for informers built without
+// the transform and for the tombstones of a relist.
 //
 // The memory is indexed by job: a sync reads its own job's pods, and a deletion adds one, in
 // time that does not grow with the pods other jobs lost (a mass preemption deletes thousands
@@ -40,7 +49,7 @@ type goneMemory struct {
 	swept time.Time
 }
 
-// remember keeps the last state of a pod of job, seen gone at now.
+// remember keeps the last state of a pod of job, seen at now.
 func (m *goneMemory) remember(job types.UID, pod *corev1.Pod, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -73,30 +82,41 @@ func (m *goneMemory) sweep(now time.Time) {
 	}
 }
 
-// of returns the remembered pods of a job, by UID (nil: none).
-func (m *goneMemory) of(job types.UID) map[types.UID]*corev1.Pod {
+// of returns the remembered pods of a job that are not in cached, by UID (nil: none): the
+// memory holds a disrupted pod from its first disrupted state on, and only the gone ones are
+// the sync's to read and forget.
+func (m *goneMemory) of(job types.UID, cached []*corev1.Pod) map[types.UID]*corev1.Pod {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	pods := m.jobs[job]
 	if len(pods) == 0 {
 		return nil
 	}
-	out := make(map[types.UID]*corev1.Pod, len(pods))
+	var out map[types.UID]*corev1.Pod
 	for uid, g := range pods {
+		if slices.ContainsFunc(cached, func(p *corev1.Pod) bool { return p.UID == uid }) {
+			continue
+		}
+		if out == nil {
+			out = make(map[types.UID]*corev1.Pod, len(pods))
+		}
 		out[uid] = g.pod
 	}
 	return out
 }
 
-// forget forgets the listed pods of a job: its status now tells how they ended.
+// forget forgets the listed pods of a job, as of() returned them: its status now tells how
+// they ended. A state remembered since (a later event of the same pod) is kept.
 func (m *goneMemory) forget(job types.UID, pods map[types.UID]*corev1.Pod) {
 	if len(pods) == 0 {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for uid := range pods {
-		delete(m.jobs[job], uid)
+	for uid, p := range pods {
+		if g, ok := m.jobs[job][uid]; ok && g.pod == p {
+			delete(m.jobs[job], uid)
+		}
 	}
 	if len(m.jobs[job]) == 0 {
 		delete(m.jobs, job)
@@ -110,13 +130,41 @@ func (m *goneMemory) forgetJob(job types.UID) {
 	delete(m.jobs, job)
 }
 
-// rememberGone keeps the last state of a deleted pod that was disrupted.
-func (c *Controller) rememberGone(obj any) {
+// rememberDisrupted keeps the state of a pod of a job (a child's, as TrimChild keeps it)
+// if it is disrupted.
+func (m *goneMemory) rememberDisrupted(obj any, now time.Time) {
+	if cached, ok := obj.(*CachedPod); ok && cached.Disruption == nil {
+		return // most pods: not made into a Pod to be looked at
+	}
 	pod := asPod(obj)
 	if pod == nil || !decision.Disrupted(pod) {
 		return
 	}
 	if job := types.UID(pod.Labels[batch.LabelControllerUID]); job != "" {
-		c.gone.remember(job, pod, c.now())
+		m.remember(job, pod, now)
 	}
+}
+
+// trimChild is the children's informer transform: TrimChild, and each disrupted pod's state
+// remembered before the cache holds it.
+func (m *goneMemory) trimChild(obj any) (any, error) {
+	trimmed, err := TrimChild(obj)
+	if err == nil {
+		m.rememberDisrupted(trimmed, time.Now())
+	}
+	return trimmed, err
+}
+
+// NewInformers makes the factory of the children's informers over kube, with options (a
+// namespace, a filter): each child is kept as TrimChild trims it, and the last state of each
+// disrupted pod as the controllers read it when the pod is gone (above).
+func NewInformers(kube kubernetes.Interface, options ...informers.SharedInformerOption) Informers {
+	gone := &goneMemory{}
+	options = append(slices.Clip(options), informers.WithTransform(gone.trimChild))
+	return Informers{Kube: informers.NewSharedInformerFactoryWithOptions(kube, 0, options...), gone: gone}
+}
+
+// rememberGone keeps the last state of a deleted pod that was disrupted.
+func (c *Controller) rememberGone(obj any) {
+	c.gone.rememberDisrupted(obj, c.now())
 }

@@ -17,9 +17,13 @@ type Clients struct {
 }
 
 // Informers are the factories of the children's informers, filtered to the project's children
-// (as cmd/ sets them up). An admitter's kinds are watched by informers of its own.
+// (as cmd/ sets them up), made by NewInformers. An admitter's kinds are watched by informers
+// of its own.
 type Informers struct {
 	Kube informers.SharedInformerFactory
+	// gone is what the informers remember of disrupted pods (gone.go); nil when Kube was
+	// made otherwise: the controller then remembers from the delete events alone.
+	gone *goneMemory
 }
 
 // ChildKind is one kind of object a job may own: how the engine watches it, and reads and

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
@@ -84,9 +83,10 @@ func Start(t *testing.T, newAdapter func(versioned.Interface, jobinformers.Share
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	jobFactory := jobinformers.NewSharedInformerFactory(h.Jobs, 0)
-	// The children's caches keep what the controller's keep (engine.TrimChild).
-	kubeFactory := informers.NewSharedInformerFactoryWithOptions(h.Kube, 0, informers.WithTransform(engine.TrimChild))
-	c := engine.New(newAdapter(h.Jobs, jobFactory), engine.Clients{Kube: h.Kube}, engine.Informers{Kube: kubeFactory}, h.Events, engine.Options{})
+	// The children's caches keep what the controller's keep (engine.NewInformers).
+	children := engine.NewInformers(h.Kube)
+	kubeFactory := children.Kube
+	c := engine.New(newAdapter(h.Jobs, jobFactory), engine.Clients{Kube: h.Kube}, children, h.Events, engine.Options{})
 	jobFactory.Start(ctx.Done())
 	kubeFactory.Start(ctx.Done())
 	done := make(chan struct{})

@@ -20,6 +20,10 @@ import (
 // taken only while a quarter of the workers (at least one) stay free for urgent keys; the
 // creating syncs of the others still fill the client's rate limit.
 //
+// A worker that waits while the slow lane is closed is woken by the workqueue when a key is
+// pushed, not when a queued key is moved to the fast lane (Touch): for that, laneQueue.Add
+// queues wakeKey, which the worker it wakes drops once it has taken the moved key.
+//
 // It is the queue's workqueue.Queue: Push, Touch, Len and Pop are called under the
 // workqueue's lock, which never holds the same key twice; mark, stillUrgent and the count of
 // the workers (enter, left, done: laneQueue) are called outside it.
@@ -39,7 +43,15 @@ type lanes struct {
 	// that has to wait for the cache to show the controller's own writes stays urgent
 	// (stillUrgent).
 	takenUrgent map[string]bool
+	// stranded: Touch moved a key to the fast lane while a worker waits for one. The
+	// workqueue wakes a waiting worker when a key is pushed, not when one is touched, so the
+	// key would wait for a busy worker to finish; laneQueue.Add wakes one (wakeKey).
+	stranded bool
 }
+
+// wakeKey is no job's key (a job's is namespace/name): it is queued urgent to wake a worker
+// that waits while the slow lane is closed, and the worker that takes it drops it.
+const wakeKey = "/wake"
 
 type laneEntry struct {
 	key string
@@ -109,7 +121,17 @@ func (l *lanes) Touch(key string) {
 	defer l.mu.Unlock()
 	if l.urgent[key] && !l.queued[key].fast {
 		l.push(key)
+		l.stranded = l.stranded || l.waiting > 0
 	}
+}
+
+// takeStranded reports whether a touched key waits for a worker that is not woken, once.
+func (l *lanes) takeStranded() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.stranded
+	l.stranded = false
+	return s
 }
 
 // Len is the number of keys a worker may take now: the urgent ones, and the others unless
@@ -190,12 +212,28 @@ type laneQueue struct {
 }
 
 func (q laneQueue) Get() (string, bool) {
-	q.lanes.enter()
-	key, shutdown := q.TypedRateLimitingInterface.Get()
-	if shutdown {
-		q.lanes.left()
+	for {
+		q.lanes.enter()
+		key, shutdown := q.TypedRateLimitingInterface.Get()
+		if shutdown {
+			q.lanes.left()
+			return key, shutdown
+		}
+		if key != wakeKey {
+			return key, false
+		}
+		q.Done(key) // woken: the key it was woken for is taken, or next
 	}
-	return key, shutdown
+}
+
+// Add queues key, and wakes a waiting worker if the key was queued already and moved to the
+// fast lane (lanes.stranded).
+func (q laneQueue) Add(key string) {
+	q.TypedRateLimitingInterface.Add(key)
+	if q.lanes.takeStranded() {
+		q.lanes.mark(wakeKey)
+		q.TypedRateLimitingInterface.Add(wakeKey)
+	}
 }
 
 func (q laneQueue) Done(key string) {

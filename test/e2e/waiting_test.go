@@ -56,7 +56,7 @@ func TestWaitingUnschedulable(t *testing.T) {
 	if !strings.Contains(running.Message, "(since ") {
 		t.Errorf("Running message %q does not say since when", running.Message)
 	}
-	waitFor(t, "the Unschedulable event", 5*time.Second, func(context.Context) (bool, error) {
+	waitFor(t, "the Unschedulable event", jobTimeout, func(context.Context) (bool, error) {
 		return strings.Contains(eventsOf(t, ns, job.Name), "Unschedulable: worker-0, worker-1: "), nil
 	})
 	time.Sleep(3 * time.Second) // syncs come and go; the status and the event stay as they are

@@ -31,9 +31,9 @@ func podGroupsServed(ctx context.Context, d discovery.DiscoveryInterface, probe 
 		}
 		return nil, nil
 	}
-	ns := o.namespace
-	if ns == "" {
-		ns = metav1.NamespaceDefault
+	ns := metav1.NamespaceDefault
+	if len(o.namespaces) > 0 {
+		ns = o.namespaces[0] // a namespaced install may write nowhere else
 	}
 	features, err := gang.DetectFeatures(ctx, probe, ns)
 	if err != nil {

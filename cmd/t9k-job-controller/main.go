@@ -22,7 +22,6 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -53,7 +52,7 @@ import (
 
 type options struct {
 	kubeconfig     string
-	namespace      string
+	namespaces     []string
 	workers        int
 	qps            float64
 	burst          int
@@ -82,7 +81,7 @@ func main() {
 	o := options{}
 	fs := pflag.CommandLine
 	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file; in-cluster configuration when empty")
-	fs.StringVar(&o.namespace, "namespace", "", "namespace whose jobs to run; all namespaces when empty")
+	fs.StringSliceVar(&o.namespaces, "namespace", nil, "namespaces whose jobs to run, separated by commas; all namespaces when empty (a namespaced install lists them: docs/install.md)")
 	fs.IntVar(&o.workers, "workers", 8, "jobs of one kind synced at once")
 	fs.Float64Var(&o.qps, "kube-api-qps", 200, "steady requests per second to the API server")
 	fs.IntVar(&o.burst, "kube-api-burst", 400, "requests allowed in a burst above --kube-api-qps")
@@ -191,20 +190,14 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	// Jobs without managedFields nor kubectl's copy of the applied object (engine.TrimJob):
-	// the cache is smaller, and so is every status write, which sends the whole object (the
-	// API server keeps what a status write leaves out). The resync brings every job back now
-	// and then, should an event it waited for never come.
-	jobFactory := jobinformers.NewSharedInformerFactoryWithOptions(watchJobs, o.resyncPeriod, jobinformers.WithNamespace(o.namespace),
-		jobinformers.WithTransform(engine.TrimJob))
-	kinds := adapters(jobs, jobFactory)
-	if err := checkCRDs(kube.Discovery(), kinds); err != nil {
+	if err := checkNamespaces(o.namespaces); err != nil {
 		return err
 	}
-	// The children, of every kind the engine's table lists: only the project's, and of each
-	// only what the engine reads (engine.TrimChild): memory.
-	children := engine.NewInformers(watchKube, informers.WithNamespace(o.namespace), informers.WithTweakListOptions(onlyChildren))
-	endpoint, err := startProgress(ctx, o, progressKube, progressJobs, jobFactory, children)
+	scopes := newScopes(o, jobs, watchJobs, watchKube)
+	if err := checkCRDs(kube.Discovery(), scopes[0].kinds); err != nil {
+		return err
+	}
+	endpoint, err := startProgress(ctx, o, progressKube, progressJobs, scopes)
 	if err != nil {
 		return err
 	}
@@ -238,7 +231,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	runControllers := func(ctx context.Context) {
-		runAll(ctx, o, engine.Clients{Kube: kube}, children, endpoint, kueueClient, gangServed, jobFactory, kinds, events, &ready)
+		runAll(ctx, o, engine.Clients{Kube: kube}, scopes, endpoint, kueueClient, gangServed, events, &ready)
 	}
 	if !o.leaderElect {
 		runControllers(ctx)
@@ -285,50 +278,61 @@ func adapters(jobs versioned.Interface, f jobinformers.SharedInformerFactory) []
 // onlyChildren lists only the project's children: objects labelled with their job's name.
 func onlyChildren(opts *metav1.ListOptions) { opts.LabelSelector = batch.LabelJobName }
 
-// runAll starts the informers, the admitters and the controller of every kind, and returns
-// once ctx ends and in-flight syncs are done. The children's informers (children) watch on a
-// connection of their own; the progress endpoint may have started some of them, and those of
-// the jobs, already. progress is what pods are told of it (nil: nothing). kueueClient is nil
-// when Kueue's API is not served; gangServed is nil when PodGroups are not, and otherwise
+// runAll starts the informers, the admitters and the controllers of every kind in every
+// scope, and returns once ctx ends and in-flight syncs are done. The children's informers
+// watch on a connection of their own; the progress endpoint may have started them, and those
+// of the jobs, already. progress is what pods are told of it (nil: nothing). kueueClient is
+// nil when Kueue's API is not served; gangServed is nil when PodGroups are not, and otherwise
 // says which of their fields are.
-func runAll(ctx context.Context, o options, clients engine.Clients, children engine.Informers, progress *engine.ProgressEndpoint,
-	kueueClient kueueclient.Interface, gangServed *gang.Features, jobFactory jobinformers.SharedInformerFactory,
-	kinds []engine.Adapter, events kubernetes.Interface, ready *atomic.Int32) {
+func runAll(ctx context.Context, o options, clients engine.Clients, scopes []scope, progress *engine.ProgressEndpoint,
+	kueueClient kueueclient.Interface, gangServed *gang.Features, events kubernetes.Interface, ready *atomic.Int32) {
 	ready.Store(syncing)
-	kubeFactory := children.Kube
-	factories := []interface {
+	var factories []interface {
 		Start(<-chan struct{})
 		WaitForCacheSync(<-chan struct{}) map[reflect.Type]bool
 		Shutdown()
-	}{jobFactory, kubeFactory}
+	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "t9k-job-controller"})
 
-	// The admitters, asked in this order. Each is always there: without its API a job that
-	// asks for it waits, saying what is missing, rather than run otherwise. Kueue comes
-	// first: a job both queued and gang-scheduled waits for its quota, then its pods are made
-	// as a gang.
-	queues := kueue.Config{Client: kueueClient, ForT9kScheduler: o.scheduler == schedulerKueue, Recorder: recorder}
+	// Kueue's cluster-wide objects (its ClusterQueues' flavors, priority classes): one
+	// informer for every scope.
+	var kueueCluster kueueinformers.SharedInformerFactory
+	var maxPodSets int
 	if kueueClient != nil {
-		queues.Workloads = kueueinformers.NewSharedInformerFactoryWithOptions(kueueClient, 0,
-			kueueinformers.WithNamespace(o.namespace),
-			kueueinformers.WithTweakListOptions(onlyChildren),
-			kueueinformers.WithTransform(kueue.TrimWorkload))
-		queues.Cluster = kueueinformers.NewSharedInformerFactory(kueueClient, 0)
-		queues.MaxPodSets = kueuePodSetLimit(ctx, clients.Kube.Discovery(), klog.FromContext(ctx))
-		factories = append(factories, queues.Workloads, queues.Cluster)
+		kueueCluster = kueueinformers.NewSharedInformerFactory(kueueClient, 0)
+		maxPodSets = kueuePodSetLimit(ctx, clients.Kube.Discovery(), klog.FromContext(ctx))
+		factories = append(factories, kueueCluster)
 	}
-	gangs := gang.Config{ForT9kScheduler: o.scheduler == schedulerGang, Recorder: recorder}
-	if gangServed != nil {
-		gangs.Client, gangs.Informers, gangs.Features = clients.Kube, kubeFactory, *gangServed
-	}
-	options := engine.Options{Admitters: []engine.Admitter{kueue.New(queues), gang.New(gangs)}, Progress: progress}
-
-	controllers := make([]*engine.Controller, 0, len(kinds))
-	for _, a := range kinds {
-		controllers = append(controllers, engine.New(a, clients, children, recorder, options))
+	var controllers []*engine.Controller
+	for _, s := range scopes {
+		factories = append(factories, s.jobs, s.children.Kube)
+		// The admitters, asked in this order. Each is always there: without its API a job
+		// that asks for it waits, saying what is missing, rather than run otherwise. Kueue
+		// comes first: a job both queued and gang-scheduled waits for its quota, then its
+		// pods are made as a gang.
+		queues := kueue.Config{Client: kueueClient, ForT9kScheduler: o.scheduler == schedulerKueue, Recorder: recorder}
+		if kueueClient != nil {
+			queues.Workloads = kueueinformers.NewSharedInformerFactoryWithOptions(kueueClient, 0,
+				kueueinformers.WithNamespace(s.namespace),
+				kueueinformers.WithTweakListOptions(onlyChildren),
+				kueueinformers.WithTransform(kueue.TrimWorkload))
+			queues.Cluster, queues.MaxPodSets = kueueCluster, maxPodSets
+			factories = append(factories, queues.Workloads)
+		}
+		gangs := gang.Config{ForT9kScheduler: o.scheduler == schedulerGang, Recorder: recorder}
+		if gangServed != nil {
+			gangs.Client, gangs.Informers, gangs.Features = clients.Kube, s.children.Kube, *gangServed
+		}
+		options := engine.Options{Admitters: []engine.Admitter{kueue.New(queues), gang.New(gangs)}, Progress: progress}
+		if len(scopes) > 1 {
+			options.Namespace = s.namespace
+		}
+		for _, a := range s.kinds {
+			controllers = append(controllers, engine.New(a, clients, s.children, recorder, options))
+		}
 	}
 	for _, f := range factories {
 		f.Start(ctx.Done())

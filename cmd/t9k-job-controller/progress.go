@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
-	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/engine"
 	"github.com/t9k-jobs/t9k-jobs/pkg/progress"
 )
@@ -109,8 +108,7 @@ func ownNamespace(o options) string {
 // that a standby has them too), and writes with clients outside the write fence (kube and
 // jobs): its writes are merge patches at a resourceVersion, which no other writer's can be
 // lost to. It returns what the engine tells pods, nil when the endpoint is off.
-func startProgress(ctx context.Context, o options, kube kubernetes.Interface, jobs versioned.Interface,
-	jobFactory jobinformers.SharedInformerFactory, children engine.Informers) (*engine.ProgressEndpoint, error) {
+func startProgress(ctx context.Context, o options, kube kubernetes.Interface, jobs versioned.Interface, scopes []scope) (*engine.ProgressEndpoint, error) {
 	p := o.progress
 	if !p.enabled() {
 		return nil, nil
@@ -130,16 +128,18 @@ func startProgress(ctx context.Context, o options, kube kubernetes.Interface, jo
 	if err != nil {
 		return nil, fmt.Errorf("%w (--progress-bind-address=0 turns the progress endpoint off)", err)
 	}
-	pods := children.Kube.Core().V1().Pods().Informer()
-	if err := engine.IndexChildrenByJob(pods); err != nil {
+	source, err := progressSource(jobs, scopes)
+	if err != nil {
 		return nil, err
 	}
-	server := progress.New(progress.Config{Addr: p.address, Kinds: progress.Kinds(jobs, jobFactory), Pods: progress.PodsOf(pods, engine.IndexByJob),
+	server := progress.New(progress.Config{Addr: p.address, Kinds: source.Kinds, Pods: source.Pods,
 		TokenReviews: kube.AuthenticationV1().TokenReviews(), Certs: certs, WriteInterval: p.interval})
 	if err := server.Start(ctx); err != nil {
 		return nil, err
 	}
-	jobFactory.Start(ctx.Done())
-	children.Kube.Start(ctx.Done())
+	for _, s := range scopes {
+		s.jobs.Start(ctx.Done())
+		s.children.Kube.Start(ctx.Done())
+	}
 	return &engine.ProgressEndpoint{URL: p.baseURL(namespace), CA: certs.CA, WriteInterval: p.interval}, nil
 }

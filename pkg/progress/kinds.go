@@ -3,6 +3,7 @@ package progress
 import (
 	"context"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -103,4 +104,74 @@ func controllerUID(o metav1.Object) types.UID {
 		return ref.UID
 	}
 	return ""
+}
+
+// Source is what the endpoint reads: the jobs of each kind, and their pods.
+type Source struct {
+	Kinds []Kind
+	Pods  Pods
+}
+
+// InNamespaces joins the sources of several namespaces, each read by informers of its own (a
+// controller that runs the jobs of a list of namespaces): a job or a pod is looked up in its
+// namespace's. A single source is returned as it is (one namespace, or all of them).
+func InNamespaces(sources map[string]Source) Source {
+	if len(sources) == 1 {
+		for _, s := range sources {
+			return s
+		}
+	}
+	var first Source
+	for _, s := range sources {
+		first = s
+		break
+	}
+	joined := Source{Kinds: make([]Kind, len(first.Kinds))}
+	for i, k := range first.Kinds {
+		joined.Kinds[i] = Kind{
+			Resource: k.Resource,
+			Synced: func() bool {
+				for _, s := range sources {
+					if !s.Kinds[i].Synced() {
+						return false
+					}
+				}
+				return true
+			},
+			Get: func(ns, name string) (Job, error) {
+				s, ok := sources[ns]
+				if !ok {
+					return nil, apierrors.NewNotFound(batch.Resource(k.Resource), name)
+				}
+				return s.Kinds[i].Get(ns, name)
+			},
+			Patch: k.Patch, // the same client in every namespace
+		}
+	}
+	joined.Pods = Pods{
+		Synced: func() bool {
+			for _, s := range sources {
+				if !s.Pods.Synced() {
+					return false
+				}
+			}
+			return true
+		},
+		Get: func(ns, name string) (metav1.Object, bool) {
+			s, ok := sources[ns]
+			if !ok {
+				return nil, false
+			}
+			return s.Pods.Get(ns, name)
+		},
+		// A UID is one pod's in the cluster: the namespace of its job is not needed.
+		OfJob: func(jobUID types.UID) []metav1.Object {
+			var pods []metav1.Object
+			for _, s := range sources {
+				pods = append(pods, s.Pods.OfJob(jobUID)...)
+			}
+			return pods
+		},
+	}
+	return joined
 }

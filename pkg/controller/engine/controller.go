@@ -88,6 +88,10 @@ type Options struct {
 	Admitters []Admitter
 	// Progress is the progress endpoint every pod is told of (progress.go); nil: none.
 	Progress *ProgressEndpoint
+	// Namespace is the namespace children's and jobs' informers watch when a process runs a
+	// controller of the kind for each of several namespaces: its queue's metrics are named
+	// <kind>/<namespace>. Empty: the kind alone.
+	Namespace string
 }
 
 // New builds the controller of one kind. children are the informer factories of the
@@ -110,7 +114,11 @@ func New(adapter Adapter, clients Clients, children Informers, recorder record.E
 	if c.gone == nil {
 		c.gone = &goneMemory{}
 	}
-	c.queue = newQueue(kind, clock.RealClock{}, c.lanes)
+	queueName := kind
+	if options.Namespace != "" {
+		queueName += "/" + options.Namespace
+	}
+	c.queue = newQueue(queueName, clock.RealClock{}, c.lanes)
 	c.kinds = ownKinds()
 	for _, a := range options.Admitters {
 		c.kinds = append(c.kinds, a.Kinds()...)

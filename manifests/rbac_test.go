@@ -98,3 +98,67 @@ func TestKueueRBACCoversEveryKind(t *testing.T) {
 		}
 	}
 }
+
+// A namespaced install (examples/namespaced-install) grants what the default install's
+// ClusterRole does, split in two: what is in a namespace by t9k-job-controller-namespaced,
+// bound in the listed namespaces alone, and the rest cluster-wide by
+// t9k-job-controller-cluster, which must name nothing in a namespace (a Secret read
+// cluster-wide is what the namespaced install is for). A permission added to one install
+// and not to the other fails here.
+func TestNamespacedRBACSplitsTheClusterRole(t *testing.T) {
+	full := clusterRoles(t, "rbac.yaml")["t9k-job-controller"]
+	split := clusterRoles(t, "namespaced/rbac.yaml")
+	namespaced, cluster := split["t9k-job-controller-namespaced"], split["t9k-job-controller-cluster"]
+	if full == nil || namespaced == nil || cluster == nil {
+		t.Fatalf("ClusterRoles: default %v, namespaced %v, cluster %v", full != nil, namespaced != nil, cluster != nil)
+	}
+	if got, want := grants(append(slices.Clone(namespaced.Rules), cluster.Rules...)), grants(full.Rules); !got.Equal(want) {
+		t.Errorf("the namespaced install grants %v more and %v less than the default", sets.List(got.Difference(want)), sets.List(want.Difference(got)))
+	}
+	clusterScoped := sets.New("resourceflavors", "workloadpriorityclasses", "customresourcedefinitions", "tokenreviews")
+	for _, rule := range cluster.Rules {
+		for _, r := range rule.Resources {
+			if !clusterScoped.Has(r) {
+				t.Errorf("t9k-job-controller-cluster grants %v on %s in every namespace", rule.Verbs, r)
+			}
+		}
+	}
+}
+
+// clusterRoles reads the ClusterRoles of a manifest, by name.
+func clusterRoles(t *testing.T, file string) map[string]*rbacv1.ClusterRole {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]*rbacv1.ClusterRole{}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		r := &rbacv1.ClusterRole{}
+		if err := yaml.Unmarshal([]byte(doc), r); err == nil && r.Kind == "ClusterRole" {
+			roles[r.Name] = r
+		}
+	}
+	return roles
+}
+
+// grants lists what rules grant, one "group resource[/name] verb" each.
+func grants(rules []rbacv1.PolicyRule) sets.Set[string] {
+	out := sets.New[string]()
+	for _, rule := range rules {
+		names := rule.ResourceNames
+		if len(names) == 0 {
+			names = []string{""}
+		}
+		for _, g := range rule.APIGroups {
+			for _, r := range rule.Resources {
+				for _, n := range names {
+					for _, v := range rule.Verbs {
+						out.Insert(g + " " + r + "/" + n + " " + v)
+					}
+				}
+			}
+		}
+	}
+	return out
+}

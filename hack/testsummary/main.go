@@ -1,6 +1,7 @@
 // Command testsummary reads `go test -json` on stdin and prints what `go test` prints without
 // -json (per package its closing line, "ok" or "FAIL", and the output of the tests that
-// failed), then every skipped test with its reason:
+// failed), then every skipped test with its reason, then the slowest tests (where the run's
+// time goes):
 //
 //	go test -json ./... | go run ./hack/testsummary
 //
@@ -14,6 +15,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -25,6 +27,7 @@ type event struct {
 	Test       string
 	Output     string
 	ImportPath string
+	Elapsed    float64 // seconds, on a test's pass or fail
 }
 
 func main() {
@@ -61,11 +64,18 @@ type pkg struct {
 
 type skip struct{ pkg, test, reason string }
 
+// timing is how long a top-level test took.
+type timing struct {
+	pkg, test string
+	seconds   float64
+}
+
 // summarize copies the run of in to out as go test would print it, then the skipped tests; it
 // reports whether anything failed.
 func summarize(in io.Reader, out io.Writer) (bool, error) {
 	pkgs := map[string]*pkg{}
 	var skips []skip
+	var timings []timing
 	failed := false
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
@@ -132,6 +142,8 @@ func summarize(in io.Reader, out io.Writer) (bool, error) {
 			t.end = e.Action
 			if e.Action == "skip" {
 				skips = append(skips, skip{e.Package, e.Test, reason(t)})
+			} else if t.parent == nil && !strings.Contains(e.Test, "/") {
+				timings = append(timings, timing{e.Package, e.Test, e.Elapsed})
 			}
 		}
 	}
@@ -159,7 +171,23 @@ func summarize(in io.Reader, out io.Writer) (bool, error) {
 		fmt.Fprintln(out, "FAIL") // go test's last line when anything failed
 	}
 	printSkips(out, skips)
+	printSlowest(out, timings)
 	return failed, nil
+}
+
+// slowest is how many of the slowest tests are shown, of those that took a second or more.
+const slowest = 15
+
+func printSlowest(out io.Writer, timings []timing) {
+	timings = slices.DeleteFunc(timings, func(t timing) bool { return t.seconds < 1 })
+	if len(timings) == 0 {
+		return
+	}
+	sort.SliceStable(timings, func(i, j int) bool { return timings[i].seconds > timings[j].seconds })
+	fmt.Fprintln(out, "slowest tests:")
+	for _, t := range timings[:min(slowest, len(timings))] {
+		fmt.Fprintf(out, "%8.1fs %s %s\n", t.seconds, t.pkg, t.test)
+	}
 }
 
 // printTest prints a test that failed, or never ended (a timeout's panic), as go test without

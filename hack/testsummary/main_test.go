@@ -108,3 +108,24 @@ func TestCutShort(t *testing.T) {
 		t.Errorf("failed %v, output %q", failed, out.String())
 	}
 }
+
+// The slowest top-level tests are listed last, slowest first; subtests and tests under a
+// second are not.
+func TestSlowest(t *testing.T) {
+	var out strings.Builder
+	in := `{"Action":"pass","Package":"p/a","Test":"TestQuick","Elapsed":0.2}
+{"Action":"pass","Package":"p/a","Test":"TestSlow","Elapsed":12.5}
+{"Action":"pass","Package":"p/a","Test":"TestSlow/sub","Elapsed":12}
+{"Action":"pass","Package":"p/e","Test":"TestSlower","Elapsed":300}
+{"Action":"output","Package":"p/a","Output":"ok  \tp/a\t13s\n"}
+{"Action":"pass","Package":"p/a"}
+{"Action":"pass","Package":"p/e"}
+`
+	if _, err := summarize(strings.NewReader(in), &out); err != nil {
+		t.Fatal(err)
+	}
+	want := "skipped: none\nslowest tests:\n   300.0s p/e TestSlower\n    12.5s p/a TestSlow\n"
+	if !strings.HasSuffix(out.String(), want) {
+		t.Errorf("got %q, want it to end with %q", out.String(), want)
+	}
+}

@@ -97,14 +97,14 @@ func TestStallFoundWithNoOtherEvent(t *testing.T) {
 	}
 }
 
-// restartEventTime is when the job's RestartingJob event was first told.
+// restartEventTime is when the job's RestartingJob event was first told. Events are written
+// after the status that a restart shows in, by a client of their own: it is waited for.
 func restartEventTime(t *testing.T, ns, job string) time.Time {
 	t.Helper()
-	events, err := env.kube.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + job + ",reason=RestartingJob"})
-	if err != nil || len(events.Items) == 0 {
-		t.Fatalf("no RestartingJob event of %s: %v", job, err)
+	e, ok := jobEventOf(t, ns, job, "RestartingJob", "")
+	if !ok {
+		t.FailNow()
 	}
-	e := events.Items[0]
 	if !e.EventTime.IsZero() {
 		return e.EventTime.Time
 	}

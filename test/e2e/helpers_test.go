@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/test/harness"
 )
 
 // jobTimeout is how long a test on the fake nodes waits for a job.
@@ -243,6 +244,24 @@ func eventsOf(t *testing.T, ns, name string) string {
 		lines = append(lines, e.Reason+": "+e.Message)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// eventsSaying waits until the events of the object name say every one of wants, and returns
+// them and whether they did within jobTimeout. Events are written after the status that
+// shows what they tell, by a client of their own: a listing taken at the status can miss them.
+func eventsSaying(t *testing.T, ns, name string, wants ...string) (string, bool) {
+	t.Helper()
+	var events string
+	err := harness.WaitFor(context.Background(), "events of "+name, 100*time.Millisecond, jobTimeout, func(context.Context) (bool, error) {
+		events = eventsOf(t, ns, name)
+		for _, want := range wants {
+			if !strings.Contains(events, want) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	return events, err == nil
 }
 
 // jobEvent waits for an event of the job with the given reason, and returns its message.

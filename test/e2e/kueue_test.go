@@ -374,11 +374,8 @@ value: 1000`, ns))
 			}
 		}
 	}
-	events := eventsOf(t, ns, "low")
-	for _, want := range []string{"Preempted", "Requeued", "Admitted"} {
-		if !strings.Contains(events, want) {
-			t.Errorf("no %s event for the low job; events:\n%s", want, events)
-		}
+	if events, ok := eventsSaying(t, ns, "low", "Preempted", "Requeued", "Admitted"); !ok {
+		t.Errorf("the low job's events do not say it was Preempted, Requeued and Admitted:\n%s", events)
 	}
 }
 

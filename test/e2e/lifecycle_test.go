@@ -158,7 +158,7 @@ func TestStartupDeadline(t *testing.T) {
 		t.Errorf("failed %s after its replicas were created, want about 10s", took)
 	}
 	t.Logf("%s: %s", c.Reason, c.Message)
-	if events := eventsOf(t, ns, job.Name); !strings.Contains(events, "StartupDeadlineExceeded: ") {
+	if events, ok := eventsSaying(t, ns, job.Name, "StartupDeadlineExceeded: "); !ok {
 		t.Errorf("no StartupDeadlineExceeded event:\n%s", events)
 	}
 }
@@ -251,7 +251,7 @@ func TestDisruptionsAreNotFailures(t *testing.T) {
 	if e := r0.LastTermination; e.Reason != "TerminationByKubelet" || len(e.Containers) == 0 || e.Containers[0].ExitCode == nil || *e.Containers[0].ExitCode != 137 {
 		t.Errorf("worker-0's lastTermination %+v: want TerminationByKubelet with exit code 137", e)
 	}
-	if events := eventsOf(t, ns, job.Name); !strings.Contains(events, "Disrupted: Replacing replica disrupted-worker-0, no restart counted: its pod was disrupted (TerminationByKubelet") {
+	if events, ok := eventsSaying(t, ns, job.Name, "Disrupted: Replacing replica disrupted-worker-0, no restart counted: its pod was disrupted (TerminationByKubelet"); !ok {
 		t.Errorf("no Disrupted event for worker-0:\n%s", events)
 	}
 

@@ -756,7 +756,7 @@ func TestMultiKueueWorkerLost(t *testing.T) {
 		return err == nil && j.Status.Phase == batch.JobRunning, nil
 	})
 	t.Logf("running on %s %.1fs after %s was lost", other.name, time.Since(stopped).Seconds(), lost.name)
-	if events := eventsOf(t, ns, job.Name); !strings.Contains(events, "Requeued: ") {
+	if events, ok := eventsSaying(t, ns, job.Name, "Requeued: "); !ok {
 		t.Errorf("the manager's job does not say it was queued again:\n%s", events)
 	}
 

@@ -86,7 +86,7 @@ func TestRealNodeLivenessProbe(t *testing.T) {
 	if got := rs.Containers[0]; *got.ExitCode != kubelet.ExitCode || got.Reason != kubelet.Reason {
 		t.Errorf("the replica says exit code %d, reason %q; the kubelet said %d, %q", *got.ExitCode, got.Reason, kubelet.ExitCode, kubelet.Reason)
 	}
-	if events := eventsOf(t, ns, pod.Name); !strings.Contains(events, "Liveness probe failed") {
+	if events, ok := eventsSaying(t, ns, pod.Name, "Liveness probe failed"); !ok {
 		t.Errorf("the pod's events do not say its liveness probe failed:\n%s", events)
 	}
 }

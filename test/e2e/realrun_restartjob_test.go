@@ -144,7 +144,7 @@ func TestRealWholeJobRestart(t *testing.T) {
 	all := events()
 	t.Logf("the last old pod was gone %.1fs after the first pod was made; the first new pod %.1fs after that",
 		all[lastGone].at.Sub(all[0].at).Seconds(), all[firstMade].at.Sub(all[lastGone].at).Seconds())
-	if ev := eventsOf(t, ns, job.Name); !strings.Contains(ev, "RestartingJob: Restarting every replica together (spec.restartScope: Job): ddp-worker-1 failed with exit code 1.") {
+	if ev, ok := eventsSaying(t, ns, job.Name, "RestartingJob: Restarting every replica together (spec.restartScope: Job): ddp-worker-1 failed with exit code 1."); !ok {
 		t.Errorf("no RestartingJob event naming worker-1:\n%s", ev)
 	}
 }

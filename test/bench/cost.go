@@ -127,6 +127,26 @@ func profile(ctx context.Context, ctl *controllerProcess, kube kubernetes.Interf
 	return wg.Wait
 }
 
+// heapProfile, when $BENCH_PPROF names a directory, writes the controller's heap profile
+// there as name.pprof (go tool pprof -sample_index=inuse_space reads what it keeps).
+func heapProfile(ctl *controllerProcess, name string) {
+	dir := os.Getenv("BENCH_PPROF")
+	if dir == "" {
+		return
+	}
+	resp, err := http.Get(ctl.addr + "/debug/pprof/heap?gc=1")
+	if err == nil {
+		defer resp.Body.Close()
+		var body []byte
+		if body, err = io.ReadAll(resp.Body); err == nil {
+			err = os.WriteFile(filepath.Join(dir, name+".pprof"), body, 0o644)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: the heap profile %s: %v\n", name, err)
+	}
+}
+
 // writes sums the writes among a controller's requests: every verb but get, list and watch,
 // without events, which it counts apart.
 func writes(requests requestCounts) (total, events float64) {

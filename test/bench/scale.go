@@ -60,6 +60,7 @@ func scaleRun(ctx context.Context, c config, dir string) error {
 			fmt.Println(w)
 		}
 		reportCost(steps)
+		heapProfile(ctl, "controller-heap")
 		idle, err := ctl.idle("GenericJob", idlePeriod)
 		if err != nil {
 			return err

@@ -99,8 +99,9 @@ func main() {
 
 // phase is what one timed run measured.
 type phase struct {
-	elapsed time.Duration
-	cpu     float64 // CPU seconds of every process of the run, summed
+	elapsed  time.Duration
+	cpu      float64 // CPU seconds of every process of the run, summed
+	fixedCPU float64 // CPU seconds of fixedWork's processes
 }
 
 // controllerRun is a controller phase and what the controller reported of it.
@@ -199,7 +200,7 @@ func median(xs []float64) float64 {
 }
 
 func report(c config, raws []phase, controllers []controllerRun) {
-	var rawTimes, rawCPU, ctlTimes, ctlCPU, ratios []float64
+	var rawTimes, rawCPU, ctlTimes, ctlCPU, ratios, atEqualSpeed []float64
 	var lats []latencySummary
 	for i := range controllers {
 		ctlTimes, ctlCPU = append(ctlTimes, controllers[i].elapsed.Seconds()), append(ctlCPU, controllers[i].cpu)
@@ -208,6 +209,9 @@ func report(c config, raws []phase, controllers []controllerRun) {
 	for i := range raws {
 		rawTimes, rawCPU = append(rawTimes, raws[i].elapsed.Seconds()), append(rawCPU, raws[i].cpu)
 		ratios = append(ratios, controllers[i].elapsed.Seconds()/raws[i].elapsed.Seconds())
+		if raws[i].fixedCPU > 0 && controllers[i].fixedCPU > 0 {
+			atEqualSpeed = append(atEqualSpeed, ratios[i]/(controllers[i].fixedCPU/raws[i].fixedCPU))
+		}
 	}
 	pods := float64(c.jobs * podsPerJob(c))
 	ctl := median(ctlTimes)
@@ -226,6 +230,13 @@ func report(c config, raws []phase, controllers []controllerRun) {
 		fmt.Printf("ratio controller/raw: %.2f (target <= 1.15); by round:", ctl/raw)
 		for _, r := range ratios {
 			fmt.Printf(" %.2f", r)
+		}
+		if len(atEqualSpeed) == len(ratios) {
+			fmt.Printf("\nratio at equal machine speed (over the ratio of the CPU %s took for the same pods): %.2f; by round:",
+				strings.Join(fixedWork, " and "), median(atEqualSpeed))
+			for _, r := range atEqualSpeed {
+				fmt.Printf(" %.2f", r)
+			}
 		}
 		fmt.Printf("\nCPU of every process, controller/raw: %.1fs / %.1fs = %.2f\n", median(ctlCPU), median(rawCPU), median(ctlCPU)/median(rawCPU))
 	}

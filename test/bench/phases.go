@@ -33,7 +33,7 @@ func rawPhase(ctx context.Context, c config, dir string) (phase, error) {
 		if err != nil {
 			return err
 		}
-		p = phase{elapsed: elapsed, cpu: printCPU("raw", usage, cpu)}
+		p = printCPU("raw", elapsed, usage, cpu)
 		printRequests("raw", requests, apiserverRequests(ctx, kube))
 		return nil
 	})
@@ -73,7 +73,7 @@ func controllerPhase(ctx context.Context, c config, dir string, prepare func(con
 			return err
 		}
 		profiled()
-		r.phase, r.latencies = phase{elapsed: b.elapsed, cpu: printCPU("controller", usage, cpu)}, b.latencies
+		r.phase, r.latencies = printCPU("controller", b.elapsed, usage, cpu), b.latencies
 		if r.afterBurst, err = ctl.memory(); err != nil {
 			return err
 		}

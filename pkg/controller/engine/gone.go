@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -145,11 +146,12 @@ func (m *goneMemory) rememberDisrupted(obj any, now time.Time) {
 	}
 }
 
-// trimChild is the children's informer transform: TrimChild, and each disrupted pod's state
-// remembered before the cache holds it.
+// trimChild is the children's informer transform: TrimChild, and the state of each disrupted
+// pod being deleted remembered before the cache holds it. (A disrupted pod that ended and
+// stays, evicted by its kubelet, is read from the cache.)
 func (m *goneMemory) trimChild(obj any) (any, error) {
 	trimmed, err := TrimChild(obj)
-	if err == nil {
+	if o, ok := trimmed.(metav1.Object); ok && err == nil && o.GetDeletionTimestamp() != nil {
 		m.rememberDisrupted(trimmed, time.Now())
 	}
 	return trimmed, err

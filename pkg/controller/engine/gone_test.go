@@ -54,6 +54,16 @@ func TestPodGoneBeforeItsDeleteEventIsHandled(t *testing.T) {
 	preempted.DeletionTimestamp = &metav1.Time{Time: now}
 	preempted.Status.Conditions = append(preempted.Status.Conditions, corev1.PodCondition{
 		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "PreemptionByScheduler", Message: "preempted by a higher-priority pod"})
+	// Disrupted and not being deleted (a kubelet's eviction ends the pod, which stays): read
+	// from the cache, not remembered.
+	evicted := preempted.DeepCopy()
+	evicted.DeletionTimestamp = nil
+	if _, err := s.c.gone.trimChild(evicted); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.c.gone.of("job-uid", nil); got != nil {
+		t.Fatalf("a disrupted pod not being deleted is remembered: %v", got)
+	}
 	// The informer takes the pod's last state in through its transform, then drops the pod
 	// from its cache; its delete handler (childDeleted) has not run.
 	if _, err := s.c.gone.trimChild(preempted); err != nil {

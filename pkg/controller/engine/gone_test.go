@@ -22,19 +22,9 @@ func TestPodDeletedBeforeItsDisruptionWasRead(t *testing.T) {
 	if err := s.c.caches[kindIndex(PodKind)].indexer.Delete(p); err != nil {
 		t.Fatal(err)
 	}
-	preempted := p.DeepCopy()
-	preempted.Status.Conditions = append(preempted.Status.Conditions, corev1.PodCondition{
-		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "PreemptionByScheduler", Message: "preempted by a higher-priority pod"})
-	s.c.childDeleted(&childKinds[kindIndex(PodKind)], preempted)
+	s.c.childDeleted(&childKinds[kindIndex(PodKind)], preempted(p))
 
-	if _, err := s.c.sync(context.Background(), "ns/job"); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.jobs.BatchV1beta1().GenericJobs("ns").Get(context.Background(), "job", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := got.Status.Tasks[0].Replicas[0]
+	r := s.syncedReplica(t)
 	if r.Disruptions != 1 || r.RestartCount != 0 || r.LastTermination == nil || r.LastTermination.Reason != "PreemptionByScheduler" {
 		t.Fatalf("replica %+v, last termination %+v; want one disruption, PreemptionByScheduler", r, r.LastTermination)
 	}
@@ -50,15 +40,9 @@ func TestPodDeletedBeforeItsDisruptionWasRead(t *testing.T) {
 func TestPodGoneBeforeItsDeleteEventIsHandled(t *testing.T) {
 	s := newStallTest(t, decisiontest.Job(decisiontest.StatusWith(batch.JobRunning, decisiontest.ReplicaStatus("job-worker-0", "pod-uid", batch.ReplicaRunning, 0))))
 	p := s.ownedPod(t, corev1.PodRunning)
-	preempted := p.DeepCopy()
-	preempted.DeletionTimestamp = &metav1.Time{Time: now}
-	preempted.Status.Conditions = append(preempted.Status.Conditions, corev1.PodCondition{
-		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "PreemptionByScheduler", Message: "preempted by a higher-priority pod"})
 	// Disrupted and not being deleted (a kubelet's eviction ends the pod, which stays): read
 	// from the cache, not remembered.
-	evicted := preempted.DeepCopy()
-	evicted.DeletionTimestamp = nil
-	if _, err := s.c.gone.trimChild(evicted); err != nil {
+	if _, err := s.c.gone.trimChild(preempted(p)); err != nil {
 		t.Fatal(err)
 	}
 	if got := s.c.gone.of("job-uid", nil); got != nil {
@@ -66,13 +50,32 @@ func TestPodGoneBeforeItsDeleteEventIsHandled(t *testing.T) {
 	}
 	// The informer takes the pod's last state in through its transform, then drops the pod
 	// from its cache; its delete handler (childDeleted) has not run.
-	if _, err := s.c.gone.trimChild(preempted); err != nil {
+	deleting := preempted(p)
+	deleting.DeletionTimestamp = &metav1.Time{Time: now}
+	if _, err := s.c.gone.trimChild(deleting); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.c.caches[kindIndex(PodKind)].indexer.Delete(p); err != nil {
 		t.Fatal(err)
 	}
 
+	r := s.syncedReplica(t)
+	if r.Disruptions != 1 || r.LastTermination == nil || r.LastTermination.Reason != "PreemptionByScheduler" {
+		t.Fatalf("replica %+v, last termination %+v; want one disruption, PreemptionByScheduler", r, r.LastTermination)
+	}
+}
+
+// preempted is p as the scheduler marks a pod it preempts.
+func preempted(p *corev1.Pod) *corev1.Pod {
+	marked := p.DeepCopy()
+	marked.Status.Conditions = append(marked.Status.Conditions, corev1.PodCondition{
+		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "PreemptionByScheduler", Message: "preempted by a higher-priority pod"})
+	return marked
+}
+
+// syncedReplica syncs the job once and returns its replica as the status write left it.
+func (s *stallTest) syncedReplica(t *testing.T) batch.ReplicaStatus {
+	t.Helper()
 	if _, err := s.c.sync(context.Background(), "ns/job"); err != nil {
 		t.Fatal(err)
 	}
@@ -80,10 +83,7 @@ func TestPodGoneBeforeItsDeleteEventIsHandled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := got.Status.Tasks[0].Replicas[0]
-	if r.Disruptions != 1 || r.LastTermination == nil || r.LastTermination.Reason != "PreemptionByScheduler" {
-		t.Fatalf("replica %+v, last termination %+v; want one disruption, PreemptionByScheduler", r, r.LastTermination)
-	}
+	return got.Status.Tasks[0].Replicas[0]
 }
 
 // The memory of gone pods answers for one job only, forgets what its job's status recorded

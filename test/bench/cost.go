@@ -115,27 +115,11 @@ func profile(ctx context.Context, ctl *controllerProcess, kube kubernetes.Interf
 	}
 	const seconds = "15"
 	var wg sync.WaitGroup
-	save := func(name string, get func() ([]byte, error)) {
-		wg.Go(func() {
-			body, err := get()
-			if err == nil {
-				err = os.WriteFile(filepath.Join(dir, name+".pprof"), body, 0o644)
-			}
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "bench: profiling %s: %v\n", name, err)
-			}
+	wg.Go(func() { saveProfile(dir, "controller", httpBody(ctl.addr+"/debug/pprof/profile?seconds="+seconds)) })
+	wg.Go(func() {
+		saveProfile(dir, "kube-apiserver", func() ([]byte, error) {
+			return kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", seconds).DoRaw(ctx)
 		})
-	}
-	save("controller", func() ([]byte, error) {
-		resp, err := http.Get(ctl.addr + "/debug/pprof/profile?seconds=" + seconds)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		return io.ReadAll(resp.Body)
-	})
-	save("kube-apiserver", func() ([]byte, error) {
-		return kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", seconds).DoRaw(ctx)
 	})
 	return wg.Wait
 }
@@ -143,20 +127,31 @@ func profile(ctx context.Context, ctl *controllerProcess, kube kubernetes.Interf
 // heapProfile, when $BENCH_PPROF names a directory, writes the controller's heap profile
 // there as name.pprof (go tool pprof -sample_index=inuse_space reads what it keeps).
 func heapProfile(ctl *controllerProcess, name string) {
-	dir := os.Getenv("BENCH_PPROF")
-	if dir == "" {
-		return
+	if dir := os.Getenv("BENCH_PPROF"); dir != "" {
+		saveProfile(dir, name, httpBody(ctl.addr+"/debug/pprof/heap?gc=1"))
 	}
-	resp, err := http.Get(ctl.addr + "/debug/pprof/heap?gc=1")
+}
+
+// saveProfile writes what get returns to dir/name.pprof, and says on stderr why it could not.
+func saveProfile(dir, name string, get func() ([]byte, error)) {
+	body, err := get()
 	if err == nil {
-		defer resp.Body.Close()
-		var body []byte
-		if body, err = io.ReadAll(resp.Body); err == nil {
-			err = os.WriteFile(filepath.Join(dir, name+".pprof"), body, 0o644)
-		}
+		err = os.WriteFile(filepath.Join(dir, name+".pprof"), body, 0o644)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "bench: the heap profile %s: %v\n", name, err)
+		fmt.Fprintf(os.Stderr, "bench: profiling %s: %v\n", name, err)
+	}
+}
+
+// httpBody reads the body of a GET of url.
+func httpBody(url string) func() ([]byte, error) {
+	return func() ([]byte, error) {
+		resp, err := http.Get(url)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		return io.ReadAll(resp.Body)
 	}
 }
 

@@ -116,15 +116,13 @@ type Source struct {
 // controller that runs the jobs of a list of namespaces): a job or a pod is looked up in its
 // namespace's. A single source is returned as it is (one namespace, or all of them).
 func InNamespaces(sources map[string]Source) Source {
-	if len(sources) == 1 {
-		for _, s := range sources {
-			return s
-		}
-	}
 	var first Source
 	for _, s := range sources {
 		first = s
 		break
+	}
+	if len(sources) == 1 {
+		return first
 	}
 	joined := Source{Kinds: make([]Kind, len(first.Kinds))}
 	for i, k := range first.Kinds {

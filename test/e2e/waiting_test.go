@@ -56,9 +56,9 @@ func TestWaitingUnschedulable(t *testing.T) {
 	if !strings.Contains(running.Message, "(since ") {
 		t.Errorf("Running message %q does not say since when", running.Message)
 	}
-	waitFor(t, "the Unschedulable event", jobTimeout, func(context.Context) (bool, error) {
-		return strings.Contains(eventsOf(t, ns, job.Name), "Unschedulable: worker-0, worker-1: "), nil
-	})
+	if events, ok := eventsSaying(t, ns, job.Name, "Unschedulable: worker-0, worker-1: "); !ok {
+		t.Fatalf("no Unschedulable event naming both replicas:\n%s", events)
+	}
 	time.Sleep(3 * time.Second) // syncs come and go; the status and the event stay as they are
 	if again := getJob(t, ns, job.Name).Status.Condition(batch.JobConditionRunning); again.Message != running.Message {
 		t.Errorf("the Running message changed while nothing did: %q, then %q", running.Message, again.Message)

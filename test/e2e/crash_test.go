@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,22 +52,27 @@ func TestControllerKilledWhileCreating(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	waitFor(t, "every job settled", 2*jobTimeout, func(ctx context.Context) (bool, error) {
+	// unsettled names the jobs not yet where they end, with what they show, so that a
+	// timeout says which job stuck and how.
+	var unsettled []string
+	waitForOrReport(t, "every job settled", 2*jobTimeout, func(ctx context.Context) (bool, error) {
 		list, err := env.jobs.BatchV1beta1().GenericJobs(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil
 		}
+		unsettled = unsettled[:0]
 		for _, j := range list.Items {
 			want := batch.JobRunning
 			if j.Spec.ReplicaSpecs[0].RestartPolicy != nil {
 				want = batch.JobFailed
 			}
 			if j.Status.Phase != want || (want == batch.JobRunning && j.Status.Aggregate.Running != 3) {
-				return false, nil
+				unsettled = append(unsettled, fmt.Sprintf("%s: phase %q (want %s), running %d, tasks %+v",
+					j.Name, j.Status.Phase, want, j.Status.Aggregate.Running, j.Status.Tasks))
 			}
 		}
-		return len(list.Items) == jobs, nil
-	})
+		return len(list.Items) == jobs && len(unsettled) == 0, nil
+	}, func() string { return strings.Join(unsettled, "\n") })
 
 	pods, err := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {

@@ -266,6 +266,9 @@ func namespace(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			reportNamespace(t, ns.Name)
+		}
 		_ = env.kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
 	})
 	// Pods are admitted once the namespace's default service account exists.
@@ -282,4 +285,42 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func(ctx con
 	if err := harness.WaitFor(context.Background(), what, 100*time.Millisecond, timeout, cond); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitForOrReport is waitFor that, on a timeout, adds what report says of the last poll.
+func waitForOrReport(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error), report func() string) {
+	t.Helper()
+	if err := harness.WaitFor(context.Background(), what, 100*time.Millisecond, timeout, cond); err != nil {
+		t.Fatalf("%v; last seen:\n%s", err, report())
+	}
+}
+
+// reportNamespace logs, for a failed test, what a reader of CI's output needs to find why:
+// the events of its namespace and the last lines of the controller's log that name it. CI
+// keeps only the output; the files the run leaves behind go with its machine.
+func reportNamespace(t *testing.T, ns string) {
+	const lastLines = 80
+	if events, err := env.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{}); err == nil {
+		for _, e := range events.Items {
+			t.Logf("event %s %s/%s %s: %s (x%d)", e.LastTimestamp.Format(time.TimeOnly), e.InvolvedObject.Kind,
+				e.InvolvedObject.Name, e.Reason, e.Message, e.Count)
+		}
+	}
+	if controller.log == "" {
+		return
+	}
+	data, err := os.ReadFile(controller.log)
+	if err != nil {
+		return
+	}
+	var lines []string
+	for line := range strings.Lines(string(data)) {
+		if strings.Contains(line, ns) {
+			lines = append(lines, strings.TrimSuffix(line, "\n"))
+		}
+	}
+	if len(lines) > lastLines {
+		lines = lines[len(lines)-lastLines:]
+	}
+	t.Logf("the controller's last %d lines naming %s:\n%s", len(lines), ns, strings.Join(lines, "\n"))
 }

@@ -188,7 +188,7 @@ var Cases = append([]Case{
 	}, tooManyReplicas},
 	{"XGBoostTrainingJob with the most replicas", "xgboost-example.yaml", func(o map[string]any) { set(o, MaxReplicas-1, "spec", "replicaSpecs", 1, "replicas") }, ""},
 	{"XGBoostTrainingJob with one replica too many", "xgboost-example.yaml", func(o map[string]any) { set(o, MaxReplicas, "spec", "replicaSpecs", 1, "replicas") }, tooManyReplicas},
-}, append(append(lifecycleCases(), schedulingCases()...), failurePolicyCases()...)...)
+}, append(append(append(lifecycleCases(), schedulingCases()...), failurePolicyCases()...), elasticCases()...)...)
 
 // lifecycleCases are the rules of the lifecycle controls every kind shares
 // (docs/lifecycle.md): no negative TTL, a start deadline of at least a second, and a whole-job
@@ -544,7 +544,7 @@ func UpdateCases() []UpdateCase {
 				}, ""},
 		)
 	}
-	return append(append(cases, liveChangeCases()...), schedulingUpdateCases()...)
+	return append(append(append(cases, liveChangeCases()...), schedulingUpdateCases()...), elasticUpdateCases()...)
 }
 
 // liveChangeCases: a GenericJob's replicas, their services, scheduler and debug mode change

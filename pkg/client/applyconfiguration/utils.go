@@ -52,6 +52,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &batchv1beta1.DependentReferenceApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("DependentStatus"):
 		return &batchv1beta1.DependentStatusApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("ElasticPolicy"):
+		return &batchv1beta1.ElasticPolicyApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("ElasticStatus"):
+		return &batchv1beta1.ElasticStatusApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ExcludedNode"):
 		return &batchv1beta1.ExcludedNodeApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ExitCodesRequirement"):

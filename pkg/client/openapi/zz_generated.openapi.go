@@ -47,6 +47,8 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.DebugMode":                     schema_pkg_apis_batch_v1beta1_DebugMode(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.DependentReference":            schema_pkg_apis_batch_v1beta1_DependentReference(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.DependentStatus":               schema_pkg_apis_batch_v1beta1_DependentStatus(ref),
+		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ElasticPolicy":                 schema_pkg_apis_batch_v1beta1_ElasticPolicy(ref),
+		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ElasticStatus":                 schema_pkg_apis_batch_v1beta1_ElasticStatus(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ExcludedNode":                  schema_pkg_apis_batch_v1beta1_ExcludedNode(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ExitCodesRequirement":          schema_pkg_apis_batch_v1beta1_ExitCodesRequirement(ref),
 		"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy":                 schema_pkg_apis_batch_v1beta1_FailurePolicy(ref),
@@ -661,6 +663,12 @@ func schema_pkg_apis_batch_v1beta1_ColossalAIJobSpec(ref common.ReferenceCallbac
 							Format:      "int64",
 						},
 					},
+					"elastic": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Elastic lets one replica type change its size while the job runs, between minReplicas and maxReplicas (docs/elastic.md); `kubectl scale` sets its replicas. Only a kind whose framework can take members that come and go has it: a GenericJob.",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ElasticPolicy"),
+						},
+					},
 					"ssh": {
 						SchemaProps: spec.SchemaProps{
 							Description: "SSH configures the SSH connection from the launcher to the workers.",
@@ -706,7 +714,7 @@ func schema_pkg_apis_batch_v1beta1_ColossalAIJobSpec(ref common.ReferenceCallbac
 			},
 		},
 		Dependencies: []string{
-			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ColossalAILauncher", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ColossalAIWorkerSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SSHConfig", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.WorkerCleanUpPolicy"},
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ColossalAILauncher", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ColossalAIWorkerSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ElasticPolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SSHConfig", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.WorkerCleanUpPolicy"},
 	}
 }
 
@@ -1018,6 +1026,81 @@ func schema_pkg_apis_batch_v1beta1_DependentStatus(ref common.ReferenceCallback)
 		},
 		Dependencies: []string{
 			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.DependentReference"},
+	}
+}
+
+func schema_pkg_apis_batch_v1beta1_ElasticPolicy(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ElasticPolicy lets one replica type of a job change its size while the job runs, between a minimum and a maximum (docs/elastic.md): the job starts with what there is, grows to replicas when more is free, and runs on when a replica of the type is lost while at least minReplicas remain. One type per job: the scale subresource, through which `kubectl scale` and autoscalers resize a job, reads and writes one fixed path, spec.elastic.replicas.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"replicaType": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ReplicaType names the elastic replica type: any type of a GenericJob, whose program must take members that come and go (torchrun's elastic rendezvous, say).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"replicas": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Replicas is the size the job asks for now: the type's own replicas field is left out. `kubectl scale` writes it, and it may change at any time; the job grows to it, or shrinks to it by removing the highest ranks first. status.elastic.replicas says the size the job runs at.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"minReplicas": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MinReplicas is the fewest replicas of the type the job runs with: a job admitted (Kueue), or gang-scheduled, with at least this many starts; one that loses replicas runs on while this many remain.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"maxReplicas": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MaxReplicas is the most replicas of the type the job may be resized to.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+				Required: []string{"replicaType", "replicas", "minReplicas", "maxReplicas"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_batch_v1beta1_ElasticStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ElasticStatus is the size an elastic job runs at.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"replicas": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Replicas counts the elastic type's replicas that are running now.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"selector": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Selector selects the elastic type's pods, in the form of a label selector's string (for the scale subresource, which autoscalers read).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"replicas"},
+			},
+		},
 	}
 }
 
@@ -1479,6 +1562,12 @@ func schema_pkg_apis_batch_v1beta1_GenericJobSpec(ref common.ReferenceCallback) 
 							Format:      "int64",
 						},
 					},
+					"elastic": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Elastic lets one replica type change its size while the job runs, between minReplicas and maxReplicas (docs/elastic.md); `kubectl scale` sets its replicas. Only a kind whose framework can take members that come and go has it: a GenericJob.",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ElasticPolicy"),
+						},
+					},
 					"replicaSpecs": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -1588,7 +1677,7 @@ func schema_pkg_apis_batch_v1beta1_GenericJobSpec(ref common.ReferenceCallback) 
 			},
 		},
 		Dependencies: []string{
-			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.GenericReplicaSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ServiceOption"},
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ElasticPolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.GenericReplicaSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ServiceOption"},
 	}
 }
 
@@ -1928,11 +2017,17 @@ func schema_pkg_apis_batch_v1beta1_JobStatus(ref common.ReferenceCallback) commo
 							},
 						},
 					},
+					"elastic": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Elastic, for a job with spec.elastic, is the size it runs at.",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ElasticStatus"),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.Aggregate", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ExcludedNode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobCondition", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobProgress", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TaskStatus", metav1.Time{}.OpenAPIModelName()},
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.Aggregate", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ElasticStatus", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ExcludedNode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobCondition", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobProgress", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TaskStatus", metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -1990,11 +2085,17 @@ func schema_pkg_apis_batch_v1beta1_Lifecycle(ref common.ReferenceCallback) commo
 							Format:      "int64",
 						},
 					},
+					"elastic": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Elastic lets one replica type change its size while the job runs, between minReplicas and maxReplicas (docs/elastic.md); `kubectl scale` sets its replicas. Only a kind whose framework can take members that come and go has it: a GenericJob.",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ElasticPolicy"),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration"},
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ElasticPolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration"},
 	}
 }
 
@@ -2150,6 +2251,12 @@ func schema_pkg_apis_batch_v1beta1_MPIJobSpec(ref common.ReferenceCallback) comm
 							Format:      "int64",
 						},
 					},
+					"elastic": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Elastic lets one replica type change its size while the job runs, between minReplicas and maxReplicas (docs/elastic.md); `kubectl scale` sets its replicas. Only a kind whose framework can take members that come and go has it: a GenericJob.",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ElasticPolicy"),
+						},
+					},
 					"worker": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Worker configures the workers, and the program mpirun starts on them.",
@@ -2210,7 +2317,7 @@ func schema_pkg_apis_batch_v1beta1_MPIJobSpec(ref common.ReferenceCallback) comm
 			},
 		},
 		Dependencies: []string{
-			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.MPIWorkerSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SSHConfig", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.WorkerCleanUpPolicy"},
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ElasticPolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.MPIWorkerSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SSHConfig", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.WorkerCleanUpPolicy"},
 	}
 }
 
@@ -3277,6 +3384,12 @@ func schema_pkg_apis_batch_v1beta1_TensorFlowTrainingJobSpec(ref common.Referenc
 							Format:      "int64",
 						},
 					},
+					"elastic": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Elastic lets one replica type change its size while the job runs, between minReplicas and maxReplicas (docs/elastic.md); `kubectl scale` sets its replicas. Only a kind whose framework can take members that come and go has it: a GenericJob.",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ElasticPolicy"),
+						},
+					},
 					"replicaSpecs": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -3328,7 +3441,7 @@ func schema_pkg_apis_batch_v1beta1_TensorFlowTrainingJobSpec(ref common.Referenc
 			},
 		},
 		Dependencies: []string{
-			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TensorBoardSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TrainingReplicaSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TrainingRunPolicy"},
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ElasticPolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TensorBoardSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TrainingReplicaSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TrainingRunPolicy"},
 	}
 }
 
@@ -3440,6 +3553,12 @@ func schema_pkg_apis_batch_v1beta1_TensorFlowTrainingJobStatus(ref common.Refere
 							},
 						},
 					},
+					"elastic": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Elastic, for a job with spec.elastic, is the size it runs at.",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ElasticStatus"),
+						},
+					},
 					"tensorboard": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Tensorboard reports the TensorBoard of spec.tensorboardSpec.",
@@ -3450,7 +3569,7 @@ func schema_pkg_apis_batch_v1beta1_TensorFlowTrainingJobStatus(ref common.Refere
 			},
 		},
 		Dependencies: []string{
-			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.Aggregate", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.DependentStatus", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ExcludedNode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobCondition", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobProgress", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TaskStatus", metav1.Time{}.OpenAPIModelName()},
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.Aggregate", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.DependentStatus", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ElasticStatus", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ExcludedNode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobCondition", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.JobProgress", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TaskStatus", metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -3727,6 +3846,12 @@ func schema_pkg_apis_batch_v1beta1_XGBoostTrainingJobSpec(ref common.ReferenceCa
 							Format:      "int64",
 						},
 					},
+					"elastic": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Elastic lets one replica type change its size while the job runs, between minReplicas and maxReplicas (docs/elastic.md); `kubectl scale` sets its replicas. Only a kind whose framework can take members that come and go has it: a GenericJob.",
+							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ElasticPolicy"),
+						},
+					},
 					"replicaSpecs": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -3772,7 +3897,7 @@ func schema_pkg_apis_batch_v1beta1_XGBoostTrainingJobSpec(ref common.ReferenceCa
 			},
 		},
 		Dependencies: []string{
-			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TrainingReplicaSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TrainingRunPolicy"},
+			"github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.ElasticPolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.RunMode", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulePolicy", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.SchedulingConfiguration", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TrainingReplicaSpec", "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.TrainingRunPolicy"},
 	}
 }
 

@@ -414,6 +414,10 @@ type JobStatus struct {
 	// +listMapKey=node
 	// +kubebuilder:validation:MaxItems=64
 	ExcludedNodes []ExcludedNode `json:"excludedNodes,omitempty"`
+
+	// Elastic, for a job with spec.elastic, is the size it runs at.
+	// +optional
+	Elastic *ElasticStatus `json:"elastic,omitempty"`
 }
 
 // SSHConfig configures the SSH connection from the launcher to the workers (MPIJob,

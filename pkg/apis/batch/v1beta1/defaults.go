@@ -39,6 +39,11 @@ func (j *GenericJob) Default() {
 	for i := range s.ReplicaSpecs {
 		r := &s.ReplicaSpecs[i]
 		types = append(types, r.Type)
+		if e := s.Elastic; e != nil && e.ReplicaType == r.Type {
+			// The elastic type's size is spec.elastic.replicas, the scale subresource's path.
+			n := e.Replicas
+			r.Replicas = &n
+		}
 		defaultInt32(&r.Replicas, DefaultReplicas)
 		if r.RestartPolicy == nil {
 			r.RestartPolicy = &GenericRestartPolicy{Policy: RestartNever}

@@ -7,6 +7,7 @@ package v1beta1
 // as a batch/v1 Job has its own.
 // +kubebuilder:validation:XValidation:rule="has(self.scheduling) == has(oldSelf.scheduling)",message="spec.scheduling cannot be added or removed once the job exists: the job's PodGroup, or its pods without one, were made by it; create a new job instead"
 // +kubebuilder:validation:XValidation:rule="!has(self.failurePolicy) || !has(self.failurePolicy.rules) || has(self.progressDeadlineSeconds) || !self.failurePolicy.rules.exists(r, has(r.onReasons) && 'Stalled' in r.onReasons)",messageExpression="'spec.failurePolicy.rules, rule ' + self.failurePolicy.rules[self.failurePolicy.rules.map(r, has(r.onReasons) && 'Stalled' in r.onReasons).indexOf(true)].name + ': onReasons Stalled needs spec.progressDeadlineSeconds, which says how long a replica may go without reporting progress; set it, or drop Stalled from the rule'"
+// +kubebuilder:validation:XValidation:rule="!has(self.elastic) || !has(self.managedBy) || self.managedBy != 'kueue.x-k8s.io/multikueue'",message="spec.elastic cannot go with spec.managedBy: kueue.x-k8s.io/multikueue: MultiKueue runs a copy of the job on a worker cluster and does not carry a resize to it; leave one of them out"
 type Lifecycle struct {
 	// TTLSecondsAfterFinished deletes the job, with its pods, Services and other children,
 	// this many seconds after it finished (status.completionTime), whether it succeeded or
@@ -67,6 +68,12 @@ type Lifecycle struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self >= 1",message="spec.progressDeadlineSeconds must be at least 1: it is how many seconds a replica that reported progress may go without reporting before the job is called stalled"
 	ProgressDeadlineSeconds *int64 `json:"progressDeadlineSeconds,omitempty"`
+
+	// Elastic lets one replica type change its size while the job runs, between
+	// minReplicas and maxReplicas (docs/elastic.md); `kubectl scale` sets its replicas.
+	// Only a kind whose framework can take members that come and go has it: a GenericJob.
+	// +optional
+	Elastic *ElasticPolicy `json:"elastic,omitempty"`
 }
 
 // ControllerName is the project's controller's name in spec.managedBy.

@@ -117,6 +117,9 @@ type PodSet struct {
 	Name     string                 `json:"name"`
 	Template corev1.PodTemplateSpec `json:"template"`
 	Count    int32                  `json:"count"`
+	// MinCount, when set, lets Kueue admit the pod set with fewer pods, down to it (partial
+	// admission); the admission's podSetAssignments[].count says how many.
+	MinCount *int32 `json:"minCount,omitempty"`
 	// TopologyRequest asks for a placement by topology (TAS), and says which pod label
 	// holds a pod's rank.
 	TopologyRequest *PodSetTopologyRequest `json:"topologyRequest,omitempty"`

@@ -77,6 +77,11 @@ func (in *AdmissionCheckState) DeepCopy() *AdmissionCheckState {
 func (in *PodSet) DeepCopyInto(out *PodSet) {
 	*out = *in
 	in.Template.DeepCopyInto(&out.Template)
+	if in.MinCount != nil {
+		in, out := &in.MinCount, &out.MinCount
+		*out = new(int32)
+		**out = **in
+	}
 	if in.TopologyRequest != nil {
 		in, out := &in.TopologyRequest, &out.TopologyRequest
 		*out = new(PodSetTopologyRequest)

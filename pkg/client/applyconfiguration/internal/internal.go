@@ -2500,6 +2500,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ColossalAIJobSpec
   map:
     fields:
+    - name: elastic
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ElasticPolicy
     - name: failurePolicy
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.FailurePolicy
@@ -2661,6 +2664,35 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: type
       type:
         scalar: string
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ElasticPolicy
+  map:
+    fields:
+    - name: maxReplicas
+      type:
+        scalar: numeric
+      default: 0
+    - name: minReplicas
+      type:
+        scalar: numeric
+      default: 0
+    - name: replicaType
+      type:
+        scalar: string
+      default: ""
+    - name: replicas
+      type:
+        scalar: numeric
+      default: 0
+- name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ElasticStatus
+  map:
+    fields:
+    - name: replicas
+      type:
+        scalar: numeric
+      default: 0
+    - name: selector
+      type:
+        scalar: string
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ExcludedNode
   map:
     fields:
@@ -2794,6 +2826,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: cleanUpPolicy
       type:
         scalar: string
+    - name: elastic
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ElasticPolicy
     - name: failurePolicy
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.FailurePolicy
@@ -2958,6 +2993,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+    - name: elastic
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ElasticStatus
     - name: excludedNodes
       type:
         list:
@@ -3011,6 +3049,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.MPIJobSpec
   map:
     fields:
+    - name: elastic
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ElasticPolicy
     - name: failurePolicy
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.FailurePolicy
@@ -3419,6 +3460,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.TensorFlowTrainingJobSpec
   map:
     fields:
+    - name: elastic
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ElasticPolicy
     - name: failurePolicy
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.FailurePolicy
@@ -3479,6 +3523,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+    - name: elastic
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ElasticStatus
     - name: excludedNodes
       type:
         list:
@@ -3577,6 +3624,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.XGBoostTrainingJobSpec
   map:
     fields:
+    - name: elastic
+      type:
+        namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ElasticPolicy
     - name: failurePolicy
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.FailurePolicy

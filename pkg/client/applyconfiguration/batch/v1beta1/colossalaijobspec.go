@@ -108,6 +108,14 @@ func (b *ColossalAIJobSpecApplyConfiguration) WithProgressDeadlineSeconds(value 
 	return b
 }
 
+// WithElastic sets the Elastic field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Elastic field is set to the value of the last call.
+func (b *ColossalAIJobSpecApplyConfiguration) WithElastic(value *ElasticPolicyApplyConfiguration) *ColossalAIJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.Elastic = value
+	return b
+}
+
 // WithSSH sets the SSH field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the SSH field is set to the value of the last call.

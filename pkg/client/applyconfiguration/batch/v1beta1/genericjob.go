@@ -87,6 +87,12 @@ func ExtractGenericJob(genericJob *batchv1beta1.GenericJob, fieldManager string)
 	return ExtractGenericJobFrom(genericJob, fieldManager, "")
 }
 
+// ExtractGenericJobScale extracts the applied configuration owned by fieldManager from
+// genericJob for the scale subresource.
+func ExtractGenericJobScale(genericJob *batchv1beta1.GenericJob, fieldManager string) (*GenericJobApplyConfiguration, error) {
+	return ExtractGenericJobFrom(genericJob, fieldManager, "scale")
+}
+
 // ExtractGenericJobStatus extracts the applied configuration owned by fieldManager from
 // genericJob for the status subresource.
 func ExtractGenericJobStatus(genericJob *batchv1beta1.GenericJob, fieldManager string) (*GenericJobApplyConfiguration, error) {

@@ -117,6 +117,14 @@ func (b *GenericJobSpecApplyConfiguration) WithProgressDeadlineSeconds(value int
 	return b
 }
 
+// WithElastic sets the Elastic field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Elastic field is set to the value of the last call.
+func (b *GenericJobSpecApplyConfiguration) WithElastic(value *ElasticPolicyApplyConfiguration) *GenericJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.Elastic = value
+	return b
+}
+
 // WithReplicaSpecs adds the given value to the ReplicaSpecs field in the declarative configuration
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
 // If called multiple times, values provided by each call will be appended to the ReplicaSpecs field.

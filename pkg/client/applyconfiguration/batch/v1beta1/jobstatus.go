@@ -56,6 +56,8 @@ type JobStatusApplyConfiguration struct {
 	// ExcludedNodes are the nodes the job's new pods avoid, oldest first
 	// (spec.failurePolicy.avoidFailedNodes).
 	ExcludedNodes []ExcludedNodeApplyConfiguration `json:"excludedNodes,omitempty"`
+	// Elastic, for a job with spec.elastic, is the size it runs at.
+	Elastic *ElasticStatusApplyConfiguration `json:"elastic,omitempty"`
 }
 
 // JobStatusApplyConfiguration constructs a declarative configuration of the JobStatus type for use with
@@ -156,5 +158,13 @@ func (b *JobStatusApplyConfiguration) WithExcludedNodes(values ...*ExcludedNodeA
 		}
 		b.ExcludedNodes = append(b.ExcludedNodes, *values[i])
 	}
+	return b
+}
+
+// WithElastic sets the Elastic field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Elastic field is set to the value of the last call.
+func (b *JobStatusApplyConfiguration) WithElastic(value *ElasticStatusApplyConfiguration) *JobStatusApplyConfiguration {
+	b.Elastic = value
 	return b
 }

@@ -73,6 +73,10 @@ type LifecycleApplyConfiguration struct {
 	// whole job where the job allows restarts, otherwise its failure. A replica that never
 	// reported is never called stalled. Without it, no stall is looked for.
 	ProgressDeadlineSeconds *int64 `json:"progressDeadlineSeconds,omitempty"`
+	// Elastic lets one replica type change its size while the job runs, between
+	// minReplicas and maxReplicas (docs/elastic.md); `kubectl scale` sets its replicas.
+	// Only a kind whose framework can take members that come and go has it: a GenericJob.
+	Elastic *ElasticPolicyApplyConfiguration `json:"elastic,omitempty"`
 }
 
 // LifecycleApplyConfiguration constructs a declarative configuration of the Lifecycle type for use with
@@ -134,5 +138,13 @@ func (b *LifecycleApplyConfiguration) WithFailurePolicy(value *FailurePolicyAppl
 // If called multiple times, the ProgressDeadlineSeconds field is set to the value of the last call.
 func (b *LifecycleApplyConfiguration) WithProgressDeadlineSeconds(value int64) *LifecycleApplyConfiguration {
 	b.ProgressDeadlineSeconds = &value
+	return b
+}
+
+// WithElastic sets the Elastic field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Elastic field is set to the value of the last call.
+func (b *LifecycleApplyConfiguration) WithElastic(value *ElasticPolicyApplyConfiguration) *LifecycleApplyConfiguration {
+	b.Elastic = value
 	return b
 }

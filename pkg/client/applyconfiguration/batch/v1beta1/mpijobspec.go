@@ -111,6 +111,14 @@ func (b *MPIJobSpecApplyConfiguration) WithProgressDeadlineSeconds(value int64) 
 	return b
 }
 
+// WithElastic sets the Elastic field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Elastic field is set to the value of the last call.
+func (b *MPIJobSpecApplyConfiguration) WithElastic(value *ElasticPolicyApplyConfiguration) *MPIJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.Elastic = value
+	return b
+}
+
 // WithWorker sets the Worker field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Worker field is set to the value of the last call.

@@ -134,6 +134,14 @@ func (b *TensorFlowTrainingJobStatusApplyConfiguration) WithExcludedNodes(values
 	return b
 }
 
+// WithElastic sets the Elastic field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Elastic field is set to the value of the last call.
+func (b *TensorFlowTrainingJobStatusApplyConfiguration) WithElastic(value *ElasticStatusApplyConfiguration) *TensorFlowTrainingJobStatusApplyConfiguration {
+	b.JobStatusApplyConfiguration.Elastic = value
+	return b
+}
+
 // WithTensorboard sets the Tensorboard field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Tensorboard field is set to the value of the last call.

@@ -24,6 +24,7 @@ import (
 	batchv1beta1 "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	applyconfigurationbatchv1beta1 "github.com/t9k-jobs/t9k-jobs/pkg/client/applyconfiguration/batch/v1beta1"
 	scheme "github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned/scheme"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	types "k8s.io/apimachinery/pkg/types"
 	watch "k8s.io/apimachinery/pkg/watch"
@@ -51,6 +52,9 @@ type GenericJobInterface interface {
 	Apply(ctx context.Context, genericJob *applyconfigurationbatchv1beta1.GenericJobApplyConfiguration, opts v1.ApplyOptions) (result *batchv1beta1.GenericJob, err error)
 	// Add a +genclient:noStatus comment above the type to avoid generating ApplyStatus().
 	ApplyStatus(ctx context.Context, genericJob *applyconfigurationbatchv1beta1.GenericJobApplyConfiguration, opts v1.ApplyOptions) (result *batchv1beta1.GenericJob, err error)
+	GetScale(ctx context.Context, genericJobName string, options v1.GetOptions) (*autoscalingv1.Scale, error)
+	UpdateScale(ctx context.Context, genericJobName string, scale *autoscalingv1.Scale, opts v1.UpdateOptions) (*autoscalingv1.Scale, error)
+
 	GenericJobExpansion
 }
 
@@ -71,4 +75,33 @@ func newGenericJobs(c *BatchV1beta1Client, namespace string) *genericJobs {
 			func() *batchv1beta1.GenericJobList { return &batchv1beta1.GenericJobList{} },
 		),
 	}
+}
+
+// GetScale takes name of the genericJob, and returns the corresponding autoscalingv1.Scale object, and an error if there is any.
+func (c *genericJobs) GetScale(ctx context.Context, genericJobName string, options v1.GetOptions) (result *autoscalingv1.Scale, err error) {
+	result = &autoscalingv1.Scale{}
+	err = c.GetClient().Get().
+		Namespace(c.GetNamespace()).
+		Resource("genericjobs").
+		Name(genericJobName).
+		SubResource("scale").
+		VersionedParams(&options, scheme.ParameterCodec).
+		Do(ctx).
+		Into(result)
+	return
+}
+
+// UpdateScale takes the top resource name and the representation of a scale and updates it. Returns the server's representation of the scale, and an error, if there is any.
+func (c *genericJobs) UpdateScale(ctx context.Context, genericJobName string, scale *autoscalingv1.Scale, opts v1.UpdateOptions) (result *autoscalingv1.Scale, err error) {
+	result = &autoscalingv1.Scale{}
+	err = c.GetClient().Put().
+		Namespace(c.GetNamespace()).
+		Resource("genericjobs").
+		Name(genericJobName).
+		SubResource("scale").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		Body(scale).
+		Do(ctx).
+		Into(result)
+	return
 }

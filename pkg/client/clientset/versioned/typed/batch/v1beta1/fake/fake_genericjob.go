@@ -19,10 +19,15 @@ limitations under the License.
 package fake
 
 import (
+	context "context"
+
 	v1beta1 "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	batchv1beta1 "github.com/t9k-jobs/t9k-jobs/pkg/client/applyconfiguration/batch/v1beta1"
 	typedbatchv1beta1 "github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned/typed/batch/v1beta1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gentype "k8s.io/client-go/gentype"
+	testing "k8s.io/client-go/testing"
 )
 
 // fakeGenericJobs implements GenericJobInterface
@@ -48,4 +53,28 @@ func newFakeGenericJobs(fake *FakeBatchV1beta1, namespace string) typedbatchv1be
 		),
 		fake,
 	}
+}
+
+// GetScale takes name of the genericJob, and returns the corresponding scale object, and an error if there is any.
+func (c *fakeGenericJobs) GetScale(ctx context.Context, genericJobName string, options v1.GetOptions) (result *autoscalingv1.Scale, err error) {
+	emptyResult := &autoscalingv1.Scale{}
+	obj, err := c.Fake.
+		Invokes(testing.NewGetSubresourceActionWithOptions(c.Resource(), c.Namespace(), "scale", genericJobName, options), emptyResult)
+
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*autoscalingv1.Scale), err
+}
+
+// UpdateScale takes the representation of a scale and updates it. Returns the server's representation of the scale, and an error, if there is any.
+func (c *fakeGenericJobs) UpdateScale(ctx context.Context, genericJobName string, scale *autoscalingv1.Scale, opts v1.UpdateOptions) (result *autoscalingv1.Scale, err error) {
+	emptyResult := &autoscalingv1.Scale{}
+	obj, err := c.Fake.
+		Invokes(testing.NewUpdateSubresourceActionWithOptions(c.Resource(), "scale", c.Namespace(), scale, opts), &autoscalingv1.Scale{})
+
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*autoscalingv1.Scale), err
 }

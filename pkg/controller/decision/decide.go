@@ -120,7 +120,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	desired := map[string]bool{}
 	for gi := range plan.Groups {
 		g := &plan.Groups[gi]
-		for rank := range g.Replicas {
+		for rank := range x.size(g) {
 			name := g.podName(job.GetName(), rank)
 			desired[name] = true
 			r := x.observe(g, rank, prevByName[name], podByName[name], budget)
@@ -302,6 +302,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	}
 	d.Status.ExcludedNodes = excluded
 	d.Status.Aggregate = aggregate(d.Status.Tasks)
+	d.Status.Elastic = elasticStatus(job, plan, d.Status.Tasks)
 	d.Status.CompletionTime = CompletionTime(old, d.Status)
 	return d, nil
 }

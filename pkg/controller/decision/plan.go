@@ -86,6 +86,9 @@ type Plan struct {
 	// Progress, when the controller serves the progress endpoint, is where the job's pods
 	// report (progress.go); the engine sets it, not the adapter.
 	Progress *ProgressPlan
+	// Elastic, when set, is the replica type whose size may change while the job runs
+	// (spec.elastic; elastic.go). Its group's Replicas is the size asked for.
+	Elastic *Elastic
 }
 
 // Children are what the controller sees of a job's children.
@@ -254,6 +257,9 @@ type Verdict struct {
 	Pod func(replicaType string, pod *corev1.Pod)
 	// Note is the admitter's own, from Admit to Decided (Kueue: the job's Workload).
 	Note any
+	// Counts, when an admission gave a replica type fewer pods than its group's Replicas
+	// (Kueue's partial admission of an elastic type), is how many the type runs.
+	Counts map[string]int32
 }
 
 // SetRunMode applies a job's run mode (debug, pause and their per-type settings) and
@@ -281,6 +287,9 @@ func (p *Plan) SetLifecycle(l *batch.Lifecycle) {
 	p.FailurePolicy = l.FailurePolicy
 	if l.ProgressDeadlineSeconds != nil && *l.ProgressDeadlineSeconds > 0 {
 		p.ProgressDeadline = Seconds(*l.ProgressDeadlineSeconds)
+	}
+	if e := l.Elastic; e != nil {
+		p.Elastic = &Elastic{Type: e.ReplicaType, Min: e.MinReplicas, Max: e.MaxReplicas}
 	}
 }
 

@@ -83,6 +83,7 @@ func newPod(job Job, plan *Plan, admission *Verdict, g Group, rank int32, resume
 		applyRunSetting(pod, g.MainContainer, g.Resume.SkipInitContainer, g.Resume.Command, g.Resume.Args, false)
 	}
 	injectProgress(pod, plan.Progress)
+	injectElastic(pod, job, plan, &g)
 	return pod
 }
 

@@ -68,8 +68,11 @@ func (x *decider) jobRestartCause(all []*replica) *replica {
 	if !x.plan.RestartJob {
 		return nil
 	}
+	// An elastic type re-forms around the replicas it has while it keeps its minimum: the
+	// disrupted one is replaced alone (elastic.go).
+	holds := x.elasticHolds(all)
 	for _, r := range all {
-		if r.action == replaceNow || r.disrupted {
+		if (r.action == replaceNow || r.disrupted) && !(holds && x.plan.isElastic(r.group)) {
 			return r
 		}
 	}

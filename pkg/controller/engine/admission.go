@@ -101,6 +101,14 @@ func (vs *verdicts) combined() *Verdict {
 		if !v.Admitted && out.Admitted {
 			out.Admitted, out.Reason, out.Message = false, v.Reason, v.Message
 		}
+		for t, n := range v.Counts {
+			if had, ok := out.Counts[t]; !ok || n < had {
+				if out.Counts == nil {
+					out.Counts = map[string]int32{}
+				}
+				out.Counts[t] = n
+			}
+		}
 	}
 	list := vs.list
 	out.Pod = func(replicaType string, pod *corev1.Pod) {

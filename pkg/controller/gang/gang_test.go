@@ -255,6 +255,21 @@ func TestGangJobJoinsItsWorkersToAPodGroup(t *testing.T) {
 	}
 }
 
+// An elastic job's gang, left to its default, counts only the elastic type's minimum: the
+// job starts with what fits, and a resize leaves its PodGroup as it is.
+func TestElasticGangCountsTheMinimum(t *testing.T) {
+	job := testJob(gangAnnotation, nil)
+	job.Spec.Elastic = &batch.ElasticPolicy{ReplicaType: "worker", Replicas: 3, MinReplicas: 2, MaxReplicas: 4}
+	s := newGangTest(t, job, true, Config{})
+	s.Step(t)
+	if g := s.podGroup(t).Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != 2 {
+		t.Fatalf("gang policy %+v, want minCount 2 (the workers' minimum)", g)
+	}
+	if n := len(s.Pods(t)); n != 3 {
+		t.Errorf("%d pods, want the 3 workers asked for", n)
+	}
+}
+
 // A job that does not ask has no PodGroup, and its pods join none.
 func TestJobNotAskingHasNoGang(t *testing.T) {
 	s := newGangTest(t, testJob(nil, nil), true, Config{})

@@ -20,7 +20,7 @@ import (
 // pod template whose claim of a shared claim's name has another source.
 func (r *request) podGroupSpec(plan *engine.Plan, types map[string]bool, count int32) (schedulingv1beta1.PodGroupSpec, error) {
 	spec := schedulingv1beta1.PodGroupSpec{
-		SchedulingPolicy:  schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: count}},
+		SchedulingPolicy:  schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: gangFloor(plan, count)}},
 		PriorityClassName: priorityClassOf(plan, types),
 	}
 	s := r.scheduling
@@ -60,6 +60,22 @@ func (r *request) podGroupSpec(plan *engine.Plan, types map[string]bool, count i
 		return spec, err
 	}
 	return spec, nil
+}
+
+// gangFloor is the default minCount of a gang of count pods: every pod, but an elastic type
+// counts only its minReplicas (docs/elastic.md), so that the job starts with what fits and
+// a resize leaves the PodGroup as it is.
+func gangFloor(plan *engine.Plan, count int32) int32 {
+	e := plan.Elastic
+	if e == nil {
+		return count
+	}
+	for _, g := range plan.Groups {
+		if g.Type == e.Type && len(g.After) == 0 && g.Replicas > e.Min {
+			count -= g.Replicas - e.Min
+		}
+	}
+	return count
 }
 
 // describeMembers says which replicas the gang counts: "worker: 3, ps: 1", and the

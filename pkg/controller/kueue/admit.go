@@ -101,7 +101,16 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 
 // verdict is Kueue's state as the engine takes it.
 func verdict(wl *kueue.Workload, s *state) *engine.Verdict {
-	return &engine.Verdict{Admitted: s.admitted, Reason: s.reason, Message: s.message, Note: &note{wl: wl, state: s},
+	var counts map[string]int32
+	for name, ps := range s.podSets {
+		if ps.count > 0 {
+			if counts == nil {
+				counts = map[string]int32{}
+			}
+			counts[name] = ps.count // a pod set is named as its type (podSetName)
+		}
+	}
+	return &engine.Verdict{Admitted: s.admitted, Reason: s.reason, Message: s.message, Note: &note{wl: wl, state: s}, Counts: counts,
 		Pod: func(replicaType string, pod *corev1.Pod) {
 			if ps, ok := s.podSets[podSetName(replicaType)]; ok {
 				ps.applyTo(pod)

@@ -855,3 +855,51 @@ func TestEveryWriteNamesTheFieldManager(t *testing.T) {
 		t.Fatalf("only %d writes seen", writes)
 	}
 }
+
+// An elastic job asks Kueue for the size it wants and takes what Kueue admits down to its
+// minimum (partial admission); a resize leaves its Workload, and its admission, as they are.
+func TestElasticJobIsAdmittedPartly(t *testing.T) {
+	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
+	job.Spec.Elastic = &batch.ElasticPolicy{ReplicaType: "worker", Replicas: 4, MinReplicas: 2, MaxReplicas: 4}
+	s := newQueueTest(t, job, true, Config{}, flavors...)
+	s.adapter.override(func() *engine.Plan {
+		e := s.Job(t).Spec.Elastic
+		p := &engine.Plan{Groups: []engine.Group{
+			{Type: "worker", Replicas: e.Replicas, Restart: batch.RestartOnFailure, Template: cpuTemplate},
+			{Type: "ps", Replicas: 1, Restart: batch.RestartNever, Template: cpuTemplate},
+		}, Judge: allSucceed}
+		p.SetLifecycle(&s.Job(t).Spec.Lifecycle)
+		return p
+	})
+	s.Step(t)
+	wl := s.workload(t)
+	if ps := wl.Spec.PodSets[0]; ps.Count != 4 || ps.MinCount == nil || *ps.MinCount != 2 {
+		t.Fatalf("pod set %s asks for %d, at least %v; want 4, at least 2", ps.Name, ps.Count, ps.MinCount)
+	}
+	s.kueueDecides(t, func(wl *kueue.Workload) {
+		admit(wl)
+		wl.Status.Admission.PodSetAssignments[0].Count = ptr.To[int32](2)
+	})
+	s.Step(t)
+	if got, want := podNames(s.Pods(t)), "job-ps-0 job-worker-0 job-worker-1"; got != want {
+		t.Fatalf("pods %v, want %v: the two workers Kueue admitted, and the ps", got, want)
+	}
+	s.editSpec(t, func(j *batch.GenericJob) { j.Spec.Elastic.Replicas = 3 })
+	s.Step(t)
+	if after := s.workload(t); after.UID != wl.UID || !meta.IsStatusConditionTrue(after.Status.Conditions, kueue.WorkloadAdmitted) {
+		t.Errorf("a resize made the Workload again or lost its admission: %s, %+v", after.UID, after.Status.Conditions)
+	}
+	if got := len(s.Pods(t)); got != 3 {
+		t.Errorf("%d pods after the resize, want 3: Kueue admitted two workers", got)
+	}
+}
+
+// podNames lists pods' names, sorted, in one string.
+func podNames(pods []corev1.Pod) string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	slices.Sort(out)
+	return strings.Join(out, " ")
+}

@@ -34,11 +34,18 @@ func podSetName(replicaType string) string { return strings.ToLower(replicaType)
 func (a *Admitter) workloadObject(job engine.Job, plan *engine.Plan, q *request, current *kueue.Workload) (engine.PlannedChild, error) {
 	spec := kueue.WorkloadSpec{QueueName: q.localQueue}
 	topology := make([]*kueue.PodSetTopologyRequest, len(plan.Groups))
+	elastic := -1 // the pod set of the elastic type, if any
 	for i, g := range plan.Groups {
 		tmpl := g.Template(0)
+		count := g.Replicas
+		if e := plan.Elastic; e != nil && e.Type == g.Type {
+			// Its count and minimum are set out of the hash (Unhashed): a resize must not
+			// make the Workload again, which would requeue the job (docs/elastic.md).
+			elastic, count = i, 0
+		}
 		spec.PodSets = append(spec.PodSets, kueue.PodSet{
 			Name:     podSetName(g.Type),
-			Count:    g.Replicas,
+			Count:    count,
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: tmpl.Labels, Annotations: tmpl.Annotations}, Spec: tmpl.Spec},
 		})
 		r, err := topologyRequest(g.Type, g.Replicas, tmpl.Annotations)
@@ -46,6 +53,11 @@ func (a *Admitter) workloadObject(job engine.Job, plan *engine.Plan, q *request,
 			return engine.PlannedChild{}, &engine.InvalidSpecError{Message: "Kueue cannot place the job by topology: " + err.Error() + "."}
 		}
 		topology[i] = r
+		if i == elastic && r != nil && (r.Required != nil || r.Preferred != nil || r.Unconstrained != nil) {
+			return engine.PlannedChild{}, &engine.InvalidSpecError{Message: fmt.Sprintf("Kueue cannot place the elastic type %s by topology: "+
+				"a topology placement is made for a fixed number of pods, and an elastic type's changes (docs/elastic.md); "+
+				"drop the topology annotations from its template, or spec.elastic", g.Type)}
+		}
 	}
 	priority, ref := q.priority, (*kueue.PriorityClassRef)(nil)
 	if q.priorityClass != "" && current == nil {
@@ -74,6 +86,15 @@ func (a *Admitter) workloadObject(job engine.Job, plan *engine.Plan, q *request,
 			wl.Spec.Priority, wl.Spec.PriorityClassRef = priority, ref
 			for i := range wl.Spec.PodSets {
 				wl.Spec.PodSets[i].TopologyRequest = topology[i]
+			}
+			if elastic >= 0 {
+				// An elastic type asks for the size it wants, and may be admitted with as
+				// few as its minimum (partial admission).
+				e := plan.Elastic
+				wl.Spec.PodSets[elastic].Count = plan.Groups[elastic].Replicas
+				if n := e.Min; n < plan.Groups[elastic].Replicas {
+					wl.Spec.PodSets[elastic].MinCount = &n
+				}
 			}
 			wl.Labels[kueue.LabelJobUID] = string(job.GetUID())
 		},

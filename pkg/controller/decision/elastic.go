@@ -1,0 +1,119 @@
+package decision
+
+import (
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+// Elastic jobs (docs/elastic.md): one replica type, spec.elastic.replicaType, may change its
+// size while the job runs. Its group's Replicas is the size the job asks for; a decision runs
+// fewer when its admitters admitted fewer (Kueue's partial admission: Verdict.Counts).
+// Growing makes the new ranks; shrinking deletes the highest ranks, which the plan no longer
+// has (Decide's step 8), with their grace period. A replica of the type that is disrupted is
+// replaced alone and never restarts the whole job while the type keeps its minimum; the
+// program re-forms its group around the members it has (torchrun's elastic rendezvous, whose
+// settings every pod of the type is given).
+
+// Elastic is the plan's elastic replica type and its bounds.
+type Elastic struct {
+	Type     string
+	Min, Max int32
+}
+
+// The environment of an elastic type's pods: torchrun reads its options from PET_<OPTION>
+// when they are not on its command line, so `torchrun train.py` joins the job's rendezvous.
+const (
+	EnvElasticNNodes      = "PET_NNODES"
+	EnvElasticBackend     = "PET_RDZV_BACKEND"
+	EnvElasticID          = "PET_RDZV_ID"
+	EnvElasticEndpoint    = "PET_RDZV_ENDPOINT"
+	ElasticRendezvousPort = 29400 // torchrun's own default for its c10d store
+)
+
+// isElastic reports whether g is the plan's elastic type.
+func (p *Plan) isElastic(g *Group) bool {
+	return p.Elastic != nil && p.Elastic.Type == g.Type
+}
+
+// size is how many replicas of g a decision runs: its Replicas, or fewer when the admitters
+// admitted fewer.
+func (x *decider) size(g *Group) int32 {
+	n := g.Replicas
+	if x.admission != nil {
+		if c, ok := x.admission.Counts[g.Type]; ok && c < n {
+			n = c
+		}
+	}
+	return n
+}
+
+// elasticHolds reports whether the elastic type keeps its minimum of replicas that are not
+// lost: a disruption of one of them is then replaced alone, not a reason to restart the job.
+func (x *decider) elasticHolds(all []*replica) bool {
+	e := x.plan.Elastic
+	if e == nil {
+		return false
+	}
+	var left int32
+	for _, r := range all {
+		if r.group.Type == e.Type && r.action != replaceNow && !r.disrupted && !r.view.Lost {
+			left++
+		}
+	}
+	return left >= e.Min
+}
+
+// elasticStatus is the size the job runs at: its elastic type's running replicas, and the
+// selector of its pods (the scale subresource's).
+func elasticStatus(job Job, plan *Plan, tasks []batch.TaskStatus) *batch.ElasticStatus {
+	e := plan.Elastic
+	if e == nil {
+		return nil
+	}
+	s := &batch.ElasticStatus{Selector: labels.SelectorFromSet(labels.Set{
+		batch.LabelControllerUID: string(job.GetUID()), batch.LabelReplicaType: e.Type}).String()}
+	for _, t := range tasks {
+		if t.Type != e.Type {
+			continue
+		}
+		for _, r := range t.Replicas {
+			if r.Phase == batch.ReplicaRunning {
+				s.Replicas++
+			}
+		}
+	}
+	return s
+}
+
+// injectElastic gives a pod of the elastic type the rendezvous settings of torchrun: the
+// bounds, the c10d backend, the job's UID as the run's id and, when the replicas have host
+// names (spec.service), rank 0's host as the endpoint. A setting the container has already
+// is kept.
+func injectElastic(pod *corev1.Pod, job Job, plan *Plan, g *Group) {
+	if !plan.isElastic(g) {
+		return
+	}
+	e := plan.Elastic
+	env := []corev1.EnvVar{
+		{Name: EnvElasticNNodes, Value: fmt.Sprintf("%d:%d", e.Min, e.Max)},
+		{Name: EnvElasticBackend, Value: "c10d"},
+		{Name: EnvElasticID, Value: string(job.GetUID())},
+	}
+	if len(plan.ServicePorts) > 0 {
+		env = append(env, corev1.EnvVar{Name: EnvElasticEndpoint,
+			Value: g.podName(job.GetName(), 0) + ":" + strconv.Itoa(ElasticRendezvousPort)})
+	}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		for _, v := range env {
+			if !hasEnv(c, v.Name) {
+				c.Env = append(c.Env, v)
+			}
+		}
+	}
+}

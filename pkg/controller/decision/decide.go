@@ -61,6 +61,9 @@ type Decision struct {
 	// children (keepAdmittersOnly). Its status, when it has one of its own, says only why the
 	// job waits, not what the decision makes: it is written first, and at once.
 	Elsewhere bool
+	// Resized, when this decision changes the number of replicas of the job's elastic type,
+	// says from what to what and why (elastic.go): a Resized event says it.
+	Resized string
 }
 
 // Decide compares a job's plan with its children and decides the next status and writes. It
@@ -303,6 +306,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	d.Status.ExcludedNodes = excluded
 	d.Status.Aggregate = aggregate(d.Status.Tasks)
 	d.Status.Elastic = elasticStatus(job, plan, d.Status.Tasks)
+	d.Resized = x.resized(old, d.Status)
 	d.Status.CompletionTime = CompletionTime(old, d.Status)
 	return d, nil
 }

@@ -117,3 +117,32 @@ func injectElastic(pod *corev1.Pod, job Job, plan *Plan, g *Group) {
 		}
 	}
 }
+
+// resized says how a decision changes the number of replicas of the elastic type, from the
+// old status's to the new, and why ("": no change, or the job's first decision).
+func (x *decider) resized(old, now *batch.JobStatus) string {
+	e := x.plan.Elastic
+	if e == nil || x.finished || x.paused {
+		return ""
+	}
+	count := func(s *batch.JobStatus) (int, bool) {
+		for _, t := range s.Tasks {
+			if t.Type == e.Type {
+				return len(t.Replicas), true
+			}
+		}
+		return 0, false
+	}
+	from, had := count(old)
+	to, _ := count(now)
+	if !had || from == to {
+		return ""
+	}
+	why := "spec.elastic.replicas"
+	for _, g := range x.plan.Groups {
+		if g.Type == e.Type && int32(to) < g.Replicas {
+			why = fmt.Sprintf("spec.elastic.replicas asks for %d; the admission gave %d", g.Replicas, to)
+		}
+	}
+	return fmt.Sprintf("Resized %s from %d to %d replicas (%s)", e.Type, from, to, why)
+}

@@ -66,6 +66,9 @@ func TestElasticResize(t *testing.T) {
 			if n := len(d.Status.Tasks[0].Replicas); n != tc.size {
 				t.Errorf("status lists %d replicas, want %d", n, tc.size)
 			}
+			if resized := tc.size != tc.running; resized != (d.Resized != "") {
+				t.Errorf("Resized %q, want one: %v", d.Resized, resized)
+			}
 			if e := d.Status.Elastic; e == nil || e.Replicas != int32(min(tc.size, tc.running)) {
 				t.Errorf("status.elastic %+v, want %d running", e, min(tc.size, tc.running))
 			}

@@ -23,9 +23,10 @@ func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision
 	// lost nor counted twice, and an outcome never undone, if the controller stops half-way.
 	// So does one that changes the nodes new pods avoid (a pod deleted to be made again
 	// without a node must not come back with it), or says what a rule decided or that the
-	// job stalled: their events are told once the status that records them is written.
+	// job stalled or was resized: their events are told once the status that records them
+	// is written (a resize is told once: the next decision finds the status at the new size).
 	statusFirst := len(d.Restarted) > 0 || len(d.Disrupted) > 0 || d.JobRestart != "" || d.Outcome != nil || d.Elsewhere ||
-		len(d.RuleDecisions) > 0 || d.Stalled != "" || len(d.ExcludedNodes) > 0 || len(d.DroppedNodes) > 0
+		len(d.RuleDecisions) > 0 || d.Stalled != "" || len(d.ExcludedNodes) > 0 || len(d.DroppedNodes) > 0 || d.Resized != ""
 	if statusFirst {
 		written, err := c.writeDecided(ctx, key, job, d)
 		if err != nil {
@@ -228,6 +229,9 @@ func (c *Controller) recordOutcome(job Job, d *Decision) {
 		}
 		c.recorder.Eventf(job, eventType, "FailurePolicyRule", "Replica %s: spec.failurePolicy.rules[%d] (%q) decides %s.", rd.Ending, rd.Rule.Index, rd.RuleName, rd.Rule.Action)
 		metrics.FailurePolicyDecisions.WithLabelValues(c.kind, string(rd.Rule.Action)).Inc()
+	}
+	if d.Resized != "" {
+		c.recorder.Event(job, corev1.EventTypeNormal, "Resized", d.Resized+".")
 	}
 	if d.Stalled != "" {
 		c.recorder.Event(job, corev1.EventTypeWarning, "Stalled", d.Stalled)

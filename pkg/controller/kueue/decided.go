@@ -116,7 +116,7 @@ func (a *Admitter) record(job engine.Job, n *note, r engine.Report) {
 	case q.reason == reasonKueueNotInstalled && was != reasonKueueNotInstalled:
 		a.config.Recorder.Event(job, corev1.EventTypeWarning, q.reason, q.message)
 	case q.admitted && len(d.CreatePods) > 0 && (queueReason(was) || firstStart(r)):
-		a.config.Recorder.Eventf(job, corev1.EventTypeNormal, "Admitted", "Kueue admitted the job to ClusterQueue %s: its replicas are created%s", wl.Status.Admission.ClusterQueue, placedBy(wl))
+		a.config.Recorder.Eventf(job, corev1.EventTypeNormal, "Admitted", "Kueue admitted the job to ClusterQueue %s: its replicas are created%s%s", wl.Status.Admission.ClusterQueue, partly(wl), placedBy(wl))
 	case (q.reason == reasonEvicted || q.reason == reasonPreempted) && len(d.DeletePods) > 0:
 		a.config.Recorder.Event(job, corev1.EventTypeWarning, q.reason, q.message)
 		if !queueReason(was) { // the first sync of this eviction: once per eviction
@@ -170,6 +170,25 @@ func (a *Admitter) syncPriority(ctx context.Context, job engine.Job, wl *kueue.W
 
 // placedBy says, for the Admitted event, where Kueue placed the pod sets it placed by
 // topology: "; placed by topology: worker in rack: r1 (4)".
+// partly says which pod sets Kueue admitted with fewer pods than they ask for (partial
+// admission of an elastic type, docs/elastic.md): "; worker: 2 of 4 (partial admission)".
+func partly(wl *kueue.Workload) string {
+	asked := map[string]int32{}
+	for _, ps := range wl.Spec.PodSets {
+		asked[ps.Name] = ps.Count
+	}
+	var parts []string
+	for _, psa := range wl.Status.Admission.PodSetAssignments {
+		if psa.Count != nil && *psa.Count < asked[psa.Name] {
+			parts = append(parts, fmt.Sprintf("%s: %d of %d", psa.Name, *psa.Count, asked[psa.Name]))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(parts, ", ") + " (partial admission)"
+}
+
 func placedBy(wl *kueue.Workload) string {
 	var parts []string
 	for _, psa := range wl.Status.Admission.PodSetAssignments {

@@ -884,6 +884,9 @@ func TestElasticJobIsAdmittedPartly(t *testing.T) {
 	if got, want := podNames(s.Pods(t)), "job-ps-0 job-worker-0 job-worker-1"; got != want {
 		t.Fatalf("pods %v, want %v: the two workers Kueue admitted, and the ps", got, want)
 	}
+	if events := drain(s.Events); !strings.Contains(events, "its replicas are created; worker: 2 of 4 (partial admission)") {
+		t.Errorf("events %q: want the Admitted event to say the admission is partial", events)
+	}
 	s.editSpec(t, func(j *batch.GenericJob) { j.Spec.Elastic.Replicas = 3 })
 	s.Step(t)
 	if after := s.workload(t); after.UID != wl.UID || !meta.IsStatusConditionTrue(after.Status.Conditions, kueue.WorkloadAdmitted) {

@@ -59,6 +59,7 @@ type (
 	Decision     = decision.Decision
 	ReplicaWait  = decision.ReplicaWait
 	RuleDecision = decision.RuleDecision
+	Elastic      = decision.Elastic
 )
 
 // The kinds of the engine's own children.

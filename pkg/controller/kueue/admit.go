@@ -96,7 +96,15 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 		}
 	}
 	plan.Objects = append(plan.Objects, obj)
-	return verdict(wl, s), nil
+	v := verdict(wl, s)
+	if n, ok := elasticHeld(wl, plan.Elastic); ok && s.admitted {
+		// What a shrink handed back to Kueue (reclaimablePods) is not run again.
+		if v.Counts == nil {
+			v.Counts = map[string]int32{}
+		}
+		v.Counts[plan.Elastic.Type] = n
+	}
+	return v, nil
 }
 
 // verdict is Kueue's state as the engine takes it.

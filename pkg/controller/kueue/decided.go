@@ -81,7 +81,7 @@ func (a *Admitter) syncStatus(ctx context.Context, job engine.Job, wl *kueue.Wor
 			len(kept), engine.Listed(kept, 10))
 	}
 	conds, release := workloadConditions(wl, r)
-	reclaimable := reclaimablePods(wl, r)
+	reclaimable := reclaimablePods(wl, r, elasticOf(job))
 	if conds == nil && reclaimable == nil {
 		return nil
 	}
@@ -200,4 +200,13 @@ func placedBy(wl *kueue.Workload) string {
 		return ""
 	}
 	return "; placed by topology: " + strings.Join(parts, "; ")
+}
+
+// elasticOf is the job's elastic type (nil: none), as its plan has it.
+func elasticOf(job engine.Job) *engine.Elastic {
+	e := job.JobLifecycle().Elastic
+	if e == nil {
+		return nil
+	}
+	return &engine.Elastic{Type: e.ReplicaType, Min: e.MinReplicas, Max: e.MaxReplicas}
 }

@@ -3,6 +3,7 @@ package kueue
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -905,4 +906,40 @@ func podNames(pods []corev1.Pod) string {
 	}
 	slices.Sort(out)
 	return strings.Join(out, " ")
+}
+
+// A shrink of an admitted elastic job hands the removed pods' quota back to Kueue at once
+// (reclaimablePods), and the job does not grow past what it still holds.
+func TestElasticShrinkReleasesQuota(t *testing.T) {
+	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
+	job.Spec.Elastic = &batch.ElasticPolicy{ReplicaType: "worker", Replicas: 4, MinReplicas: 1, MaxReplicas: 4}
+	s := newQueueTest(t, job, true, Config{}, flavors...)
+	s.adapter.override(func() *engine.Plan {
+		p := &engine.Plan{Groups: []engine.Group{
+			{Type: "worker", Replicas: s.Job(t).Spec.Elastic.Replicas, Restart: batch.RestartOnFailure, Template: cpuTemplate},
+			{Type: "ps", Replicas: 1, Restart: batch.RestartNever, Template: cpuTemplate},
+		}, Judge: allSucceed}
+		p.SetLifecycle(&s.Job(t).Spec.Lifecycle)
+		return p
+	})
+	s.Step(t)
+	s.kueueDecides(t, admit)
+	s.Step(t)
+	if n := len(s.Pods(t)); n != 5 {
+		t.Fatalf("%d pods, want 4 workers and the ps", n)
+	}
+	s.editSpec(t, func(j *batch.GenericJob) { j.Spec.Elastic.Replicas = 2 })
+	s.Step(t)
+	s.Step(t)
+	if got := s.workload(t).Status.ReclaimablePods; !reflect.DeepEqual(got, []kueue.ReclaimablePod{{Name: "worker", Count: 2}}) {
+		t.Errorf("reclaimable pods %+v after shrinking from 4 to 2, want worker: 2", got)
+	}
+	s.editSpec(t, func(j *batch.GenericJob) { j.Spec.Elastic.Replicas = 4 })
+	s.Step(t)
+	if got, want := podNames(s.Pods(t)), "job-ps-0 job-worker-0 job-worker-1"; got != want {
+		t.Errorf("pods %s after asking for 4 again, want %s: the Workload holds quota for 2 workers", got, want)
+	}
+	if got := s.workload(t).Status.ReclaimablePods; len(got) != 1 || got[0].Count != 2 {
+		t.Errorf("reclaimable pods %+v, want worker: 2 kept", got)
+	}
 }

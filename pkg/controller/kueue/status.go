@@ -120,11 +120,15 @@ func conditionStatus(b bool) metav1.ConditionStatus {
 }
 
 // reclaimablePods decides the Workload's reclaimable pods after a sync (nil: no change).
-// Only an ended job whose clean-up policy keeps some pods running has any: every pod of a
-// pod set but those that may still run (one being deleted runs until it is gone). A
-// running job has none: any replica of it may be made again (a restart), and Kueue refuses
-// a count that shrinks while the workload holds quota. Counts therefore never go down here.
-func reclaimablePods(wl *kueue.Workload, r engine.Report) []kueue.ReclaimablePod {
+// An ended job whose clean-up policy keeps some pods running has them: every pod of a pod
+// set but those that may still run (one being deleted runs until it is gone). A running
+// job has them only for an elastic type it shrank (elasticReclaimable); any other replica
+// of it may be made again (a restart), and Kueue refuses a count that shrinks while the
+// workload holds quota. Counts therefore never go down here.
+func reclaimablePods(wl *kueue.Workload, r engine.Report, elastic *engine.Elastic) []kueue.ReclaimablePod {
+	if !r.Elsewhere && !r.Decision.Status.Finished() {
+		return elasticReclaimable(wl, r, elastic)
+	}
 	if r.Elsewhere || !r.Running || !r.Decision.Status.Finished() ||
 		!meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) ||
 		meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadFinished) {
@@ -149,5 +153,61 @@ func reclaimablePods(wl *kueue.Workload, r engine.Report) []kueue.ReclaimablePod
 	if slices.Equal(pods, wl.Status.ReclaimablePods) {
 		return nil
 	}
+	return pods
+}
+
+// elasticHeld is how many pods of the job's elastic type its admitted Workload still holds
+// quota for: the count Kueue admitted, less what a shrink handed back (reclaimablePods).
+// ok is false when the job has no elastic type or the Workload is not admitted.
+func elasticHeld(wl *kueue.Workload, elastic *engine.Elastic) (n int32, ok bool) {
+	if wl == nil || elastic == nil || wl.Status.Admission == nil {
+		return 0, false
+	}
+	name := podSetName(elastic.Type)
+	for _, ps := range wl.Spec.PodSets {
+		if ps.Name == name {
+			n, ok = ps.Count, true
+		}
+	}
+	for _, psa := range wl.Status.Admission.PodSetAssignments {
+		if psa.Name == name && psa.Count != nil {
+			n = *psa.Count
+		}
+	}
+	for _, rp := range wl.Status.ReclaimablePods {
+		if rp.Name == name {
+			n -= rp.Count
+		}
+	}
+	return max(n, 0), ok
+}
+
+// elasticReclaimable hands back to Kueue, at once, the quota of the elastic type's pods a
+// shrink removed (docs/elastic.md): the pods its admission holds beyond the size the job
+// now runs at. Kueue takes reclaimable pods that only grow, so a shrink's quota does not
+// come back to this Workload: the job regrows at most to what it still holds.
+func elasticReclaimable(wl *kueue.Workload, r engine.Report, elastic *engine.Elastic) []kueue.ReclaimablePod {
+	held, ok := elasticHeld(wl, elastic)
+	if !ok || !meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) ||
+		meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadFinished) {
+		return nil
+	}
+	var size int32
+	for _, t := range r.Decision.Status.Tasks {
+		if t.Type == elastic.Type {
+			size = int32(len(t.Replicas))
+		}
+	}
+	if size >= held {
+		return nil
+	}
+	name := podSetName(elastic.Type)
+	pods := slices.Clone(wl.Status.ReclaimablePods)
+	i := slices.IndexFunc(pods, func(rp kueue.ReclaimablePod) bool { return rp.Name == name })
+	if i < 0 {
+		pods = append(pods, kueue.ReclaimablePod{Name: name})
+		i = len(pods) - 1
+	}
+	pods[i].Count += held - size
 	return pods
 }

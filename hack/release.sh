@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make release VERSION=vX.Y.Z: writes $DIST (dist/) with
-#   install.yaml                         the namespace, CRDs, RBAC and the Deployment, its image
+#   install.yaml                         the namespace, CRDs, RBAC, the users' roles and the Deployment, its image
 #                                        pinned by digest (kustomize build of manifests/)
 #   t9k-job-controller-vX.Y.Z.oci.tar    the image (linux/amd64 and linux/arm64), as make image
 #   SHA256SUMS                           of both

@@ -1,6 +1,7 @@
 package manifests
 
 import (
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -161,4 +162,58 @@ func grants(rules []rbacv1.PolicyRule) sets.Set[string] {
 		}
 	}
 	return out
+}
+
+// The users' ClusterRoles (user-roles.yaml), aggregated into admin, edit and view, cover every
+// kind the CRDs serve: editors may create, change and delete each, and resize those with a
+// scale subresource; viewers may read each, and its status and scale.
+func TestUserRolesCoverEveryKind(t *testing.T) {
+	data, err := os.ReadFile("user-roles.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]*rbacv1.ClusterRole{}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		r := &rbacv1.ClusterRole{}
+		if err := yaml.UnmarshalStrict([]byte(doc), r); err != nil {
+			t.Fatal(err)
+		}
+		roles[r.Name] = r
+	}
+	grants := func(role *rbacv1.ClusterRole, resource string) sets.Set[string] {
+		verbs := sets.New[string]()
+		for _, rule := range role.Rules {
+			if slices.Contains(rule.APIGroups, "batch.tensorstack.dev") && slices.Contains(rule.Resources, resource) {
+				verbs.Insert(rule.Verbs...)
+			}
+		}
+		return verbs
+	}
+	edit, view := roles["t9k-jobs-edit"], roles["t9k-jobs-view"]
+	if edit == nil || view == nil || edit.Labels["rbac.authorization.k8s.io/aggregate-to-edit"] != "true" ||
+		view.Labels["rbac.authorization.k8s.io/aggregate-to-view"] != "true" {
+		t.Fatalf("user-roles.yaml: want t9k-jobs-edit aggregated to edit and t9k-jobs-view to view, got %v", slices.Collect(maps.Keys(roles)))
+	}
+	crds, err := CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, crd := range crds {
+		plural := crd.Spec.Names.Plural
+		need := map[*rbacv1.ClusterRole]map[string][]string{
+			edit: {plural: {"create", "update", "patch", "delete", "get", "list", "watch"}, plural + "/status": {"get"}},
+			view: {plural: {"get", "list", "watch"}, plural + "/status": {"get"}},
+		}
+		if crd.Spec.Versions[0].Subresources.Scale != nil {
+			need[edit][plural+"/scale"] = []string{"get", "update", "patch"}
+			need[view][plural+"/scale"] = []string{"get"}
+		}
+		for role, resources := range need {
+			for resource, verbs := range resources {
+				if missing := sets.New(verbs...).Difference(grants(role, resource)); missing.Len() > 0 {
+					t.Errorf("%s does not let its holders %v %s", role.Name, sets.List(missing), resource)
+				}
+			}
+		}
+	}
 }

@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -97,5 +101,55 @@ func TestElasticScale(t *testing.T) {
 	})
 	if events, ok := eventsSaying(t, ns, job.Name, "Resized worker from 2 to 4 replicas", "Resized worker from 4 to 2 replicas"); !ok {
 		t.Errorf("no Resized event for each resize:\n%s", events)
+	}
+}
+
+// TestEditorsScaleJobs: manifests/user-roles.yaml, aggregated into Kubernetes' own edit and
+// view ClusterRoles, lets a namespace's editor create and resize a job with kubectl, and its
+// viewer read it but not resize it.
+func TestEditorsScaleJobs(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	if out, err := kubectl("apply", "-f", filepath.Join(repoRoot, "manifests", "user-roles.yaml")); err != nil {
+		t.Fatalf("kubectl apply -f manifests/user-roles.yaml: %v: %s", err, out)
+	}
+	for user, role := range map[string]string{"alice": "edit", "carol": "view"} {
+		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}}}
+		if _, err := env.kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The aggregation controller adds the rules to edit and view shortly after.
+	waitFor(t, "alice may resize GenericJobs", jobTimeout, func(context.Context) (bool, error) {
+		out, _ := kubectl("auth", "can-i", "update", "genericjobs.batch.tensorstack.dev", "--subresource=scale", "-n", ns, "--as=alice")
+		return strings.TrimSpace(out) == "yes", nil
+	})
+	r := replica("worker", "trainer")
+	r.Replicas = nil
+	job := &batch.GenericJob{TypeMeta: metav1.TypeMeta{APIVersion: batch.SchemeGroupVersion.String(), Kind: "GenericJob"},
+		ObjectMeta: metav1.ObjectMeta{Name: "team"}, Spec: batch.GenericJobSpec{ReplicaSpecs: []batch.GenericReplicaSpec{r},
+			Lifecycle: batch.Lifecycle{Elastic: &batch.ElasticPolicy{ReplicaType: "worker", Replicas: 1, MinReplicas: 1, MaxReplicas: 3}}}}
+	data, err := json.Marshal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(t.TempDir(), "job.json")
+	if err := os.WriteFile(manifest, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := kubectl("create", "-n", ns, "--as=alice", "-f", manifest); err != nil {
+		t.Fatalf("alice's kubectl create: %v: %s", err, out)
+	}
+	if out, err := kubectl("scale", "-n", ns, "--as=alice", "gj/team", "--replicas=2"); err != nil {
+		t.Fatalf("alice's kubectl scale: %v: %s", err, out)
+	}
+	waitJob(t, ns, "team", "running 2 workers", runningWorkers(2))
+	if out, err := kubectl("get", "-n", ns, "--as=carol", "gj/team"); err != nil {
+		t.Errorf("carol's kubectl get: %v: %s", err, out)
+	}
+	if out, err := kubectl("scale", "-n", ns, "--as=carol", "gj/team", "--replicas=3"); err == nil || !strings.Contains(out, "forbidden") {
+		t.Errorf("carol's kubectl scale: %v: %s; want it forbidden", err, out)
 	}
 }

@@ -110,9 +110,11 @@ func TestElasticScale(t *testing.T) {
 func TestEditorsScaleJobs(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
-	if out, err := kubectl("apply", "-f", filepath.Join(repoRoot, "manifests", "user-roles.yaml")); err != nil {
+	roles := filepath.Join(repoRoot, "manifests", "user-roles.yaml")
+	if out, err := kubectl("apply", "-f", roles); err != nil {
 		t.Fatalf("kubectl apply -f manifests/user-roles.yaml: %v: %s", err, out)
 	}
+	t.Cleanup(func() { _, _ = kubectl("delete", "--ignore-not-found", "-f", roles) })
 	for user, role := range map[string]string{"alice": "edit", "carol": "view"} {
 		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},

@@ -169,6 +169,7 @@ func run(ctx context.Context, o options) error {
 		}
 		fence = leadership.New(o.renewDeadline, clock.RealClock{})
 		config.Wrap(fence.WrapTransport)
+		config.Dial = fence.Dial((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
 	}
 	kubeConfig := protobuf(config)
 	kube, err := kubernetes.NewForConfig(kubeConfig)

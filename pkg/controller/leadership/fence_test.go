@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -238,5 +239,53 @@ func waitTicker(t *testing.T, clock *testingclock.FakeClock) {
 			t.Fatal("Watch never set a ticker")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestConnectionRefusesBytesPastTheRenewDeadline: a request that passed the transport's check
+// and was then held (the process stopped before its bytes left) sends nothing once the
+// renew deadline has passed: the connection asks the fence again just before it writes.
+func TestConnectionRefusesBytesPastTheRenewDeadline(t *testing.T) {
+	clock := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fence := New(renewDeadline, clock)
+	if err := fence.Lock(&fakeLock{}).Create(context.Background(), renewal()); err != nil {
+		t.Fatal(err)
+	}
+	client, server := net.Pipe()
+	defer server.Close()
+	dial := fence.Dial(func(context.Context, string, string) (net.Conn, error) { return client, nil })
+	conn, err := dial(context.Background(), "tcp", "api.example:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	received := make(chan []byte, 1)
+	go func() {
+		buf := make([]byte, 64)
+		n, _ := server.Read(buf)
+		received <- buf[:n]
+	}()
+	if _, err := conn.Write([]byte("POST")); err != nil {
+		t.Fatalf("a write within the renew deadline: %v", err)
+	}
+	if got := <-received; string(got) != "POST" {
+		t.Fatalf("the other end read %q, want POST", got)
+	}
+
+	clock.Step(renewDeadline) // the process stopped between the transport's check and the send
+	go func() {
+		buf := make([]byte, 64)
+		n, _ := server.Read(buf)
+		received <- buf[:n]
+	}()
+	if n, err := conn.Write([]byte("PUT")); err == nil || n != 0 {
+		t.Fatalf("a write past the renew deadline: %d bytes, %v; want none and the fence's reason", n, err)
+	}
+	server.Close() // ends the reader: it must have read nothing
+	if got := <-received; len(got) != 0 {
+		t.Fatalf("the other end read %q past the renew deadline", got)
+	}
+	if fence.Err() == nil {
+		t.Fatal("the connection refused a write but the fence is open")
 	}
 }

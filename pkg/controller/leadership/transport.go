@@ -1,6 +1,8 @@
 package leadership
 
 import (
+	"context"
+	"net"
 	"net/http"
 
 	"k8s.io/klog/v2"
@@ -37,3 +39,33 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 var _ http.RoundTripper = &fencedTransport{}
+
+// Dial makes every connection that dial opens ask the fence before each write of bytes to
+// the network (rest.Config.Dial of the writing clients). The transport's check (RoundTrip)
+// comes before a request is built, framed and queued for its connection: a process stopped
+// in between would, once woken, send a request its fence no longer allows. The connection's
+// check comes just before the system call that sends the bytes, which leaves a stop only the
+// few instructions between the two (the API server cannot fence a write to a pod by a Lease).
+// A closed fence fails every write on these connections, reads' requests included: the
+// process is stopping then.
+func (f *Fence) Dial(dial func(ctx context.Context, network, address string) (net.Conn, error)) func(ctx context.Context, network, address string) (net.Conn, error) {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		conn, err := dial(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		return &fencedConn{Conn: conn, fence: f}, nil
+	}
+}
+
+type fencedConn struct {
+	net.Conn
+	fence *Fence
+}
+
+func (c *fencedConn) Write(b []byte) (int, error) {
+	if err := c.fence.Check(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
+}

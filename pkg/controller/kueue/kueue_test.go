@@ -943,3 +943,35 @@ func TestElasticShrinkReleasesQuota(t *testing.T) {
 		t.Errorf("reclaimable pods %+v, want worker: 2 kept", got)
 	}
 }
+
+// A shrink of a partly admitted elastic job hands back what it no longer runs: Kueue counts
+// reclaimable pods off the pod set's count (4), not off the count it admitted (2), so a
+// shrink to 1 reclaims 3.
+func TestElasticShrinkOfAPartlyAdmittedJob(t *testing.T) {
+	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
+	job.Spec.Elastic = &batch.ElasticPolicy{ReplicaType: "worker", Replicas: 4, MinReplicas: 1, MaxReplicas: 4}
+	s := newQueueTest(t, job, true, Config{}, flavors...)
+	s.adapter.override(func() *engine.Plan {
+		p := &engine.Plan{Groups: []engine.Group{
+			{Type: "worker", Replicas: s.Job(t).Spec.Elastic.Replicas, Restart: batch.RestartOnFailure, Template: cpuTemplate},
+			{Type: "ps", Replicas: 1, Restart: batch.RestartNever, Template: cpuTemplate},
+		}, Judge: allSucceed}
+		p.SetLifecycle(&s.Job(t).Spec.Lifecycle)
+		return p
+	})
+	s.Step(t)
+	s.kueueDecides(t, func(wl *kueue.Workload) {
+		admit(wl)
+		wl.Status.Admission.PodSetAssignments[0].Count = ptr.To[int32](2)
+	})
+	s.Step(t)
+	s.editSpec(t, func(j *batch.GenericJob) { j.Spec.Elastic.Replicas = 1 })
+	s.Step(t)
+	s.Step(t)
+	if got := s.workload(t).Status.ReclaimablePods; !reflect.DeepEqual(got, []kueue.ReclaimablePod{{Name: "worker", Count: 3}}) {
+		t.Errorf("reclaimable pods %+v after shrinking from 2 of 4 to 1, want worker: 3", got)
+	}
+	if got, want := podNames(s.Pods(t)), "job-ps-0 job-worker-0"; got != want {
+		t.Errorf("pods %s, want %s", got, want)
+	}
+}

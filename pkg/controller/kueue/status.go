@@ -157,35 +157,48 @@ func reclaimablePods(wl *kueue.Workload, r engine.Report, elastic *engine.Elasti
 }
 
 // elasticHeld is how many pods of the job's elastic type its admitted Workload still holds
-// quota for: the count Kueue admitted, less what a shrink handed back (reclaimablePods).
-// ok is false when the job has no elastic type or the Workload is not admitted.
+// quota for: the count Kueue admitted, or fewer once reclaimable pods take the pod set's
+// count below it (Kueue counts reclaimable pods off the pod set's count, not off the count
+// it admitted). ok is false when the job has no elastic type or the Workload is not
+// admitted.
 func elasticHeld(wl *kueue.Workload, elastic *engine.Elastic) (n int32, ok bool) {
-	if wl == nil || elastic == nil || wl.Status.Admission == nil {
+	ps, admitted, reclaimable, ok := elasticPodSet(wl, elastic)
+	if !ok {
 		return 0, false
 	}
+	return max(min(admitted, ps.Count-reclaimable), 0), true
+}
+
+// elasticPodSet is the elastic type's pod set of an admitted Workload, the count Kueue
+// admitted of it, and its reclaimable pods.
+func elasticPodSet(wl *kueue.Workload, elastic *engine.Elastic) (ps kueue.PodSet, admitted, reclaimable int32, ok bool) {
+	if wl == nil || elastic == nil || wl.Status.Admission == nil {
+		return ps, 0, 0, false
+	}
 	name := podSetName(elastic.Type)
-	for _, ps := range wl.Spec.PodSets {
-		if ps.Name == name {
-			n, ok = ps.Count, true
+	for _, p := range wl.Spec.PodSets {
+		if p.Name == name {
+			ps, admitted, ok = p, p.Count, true
 		}
 	}
 	for _, psa := range wl.Status.Admission.PodSetAssignments {
 		if psa.Name == name && psa.Count != nil {
-			n = *psa.Count
+			admitted = *psa.Count
 		}
 	}
 	for _, rp := range wl.Status.ReclaimablePods {
 		if rp.Name == name {
-			n -= rp.Count
+			reclaimable = rp.Count
 		}
 	}
-	return max(n, 0), ok
+	return ps, admitted, reclaimable, ok
 }
 
 // elasticReclaimable hands back to Kueue, at once, the quota of the elastic type's pods a
-// shrink removed (docs/elastic.md): the pods its admission holds beyond the size the job
-// now runs at. Kueue takes reclaimable pods that only grow, so a shrink's quota does not
-// come back to this Workload: the job regrows at most to what it still holds.
+// shrink removed (docs/elastic.md): the pod set's reclaimable pods become its count less the
+// size the job now runs at, once that size is below what the Workload holds. Kueue takes
+// reclaimable pods that only grow, so a shrink's quota does not come back to this Workload:
+// the job regrows at most to what it still holds.
 func elasticReclaimable(wl *kueue.Workload, r engine.Report, elastic *engine.Elastic) []kueue.ReclaimablePod {
 	held, ok := elasticHeld(wl, elastic)
 	if !ok || !meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) ||
@@ -201,13 +214,13 @@ func elasticReclaimable(wl *kueue.Workload, r engine.Report, elastic *engine.Ela
 	if size >= held {
 		return nil
 	}
-	name := podSetName(elastic.Type)
+	ps, _, _, _ := elasticPodSet(wl, elastic)
 	pods := slices.Clone(wl.Status.ReclaimablePods)
-	i := slices.IndexFunc(pods, func(rp kueue.ReclaimablePod) bool { return rp.Name == name })
+	i := slices.IndexFunc(pods, func(rp kueue.ReclaimablePod) bool { return rp.Name == ps.Name })
 	if i < 0 {
-		pods = append(pods, kueue.ReclaimablePod{Name: name})
+		pods = append(pods, kueue.ReclaimablePod{Name: ps.Name})
 		i = len(pods) - 1
 	}
-	pods[i].Count += held - size
+	pods[i].Count = max(pods[i].Count, ps.Count-size)
 	return pods
 }

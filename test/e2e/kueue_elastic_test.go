@@ -1,14 +1,20 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
+	kueueclient "github.com/t9k-jobs/t9k-jobs/pkg/client/kueue/clientset/versioned"
 )
 
 // elasticQueuedJob is queuedJob's job of 1-CPU workers made elastic: asking for n, between
@@ -53,8 +59,8 @@ func TestKueueElasticJob(t *testing.T) {
 	waitJob(t, ns, elastic.Name, "running 1 worker", runningWorkers(1))
 	waitJob(t, ns, other.Name, "admitted onto the quota the shrink released", inPhase(batch.JobRunning))
 	wl = workloadOf(t, client, ns, "genericjob-elastic")
-	if rp := wl.Status.ReclaimablePods; len(rp) != 1 || rp[0].Name != "worker" || rp[0].Count != 1 {
-		t.Errorf("reclaimable pods %+v, want worker: 1 (2 admitted, 1 running)", rp)
+	if rp := wl.Status.ReclaimablePods; len(rp) != 1 || rp[0].Name != "worker" || rp[0].Count != 3 {
+		t.Errorf("reclaimable pods %+v, want worker: 3 (of the pod set's 4, 1 runs)", rp)
 	}
 	if !strings.Contains(eventsOf(t, ns, elastic.Name), "Resized worker from 2 to 1 replicas") {
 		t.Errorf("no Resized event for the shrink:\n%s", eventsOf(t, ns, elastic.Name))
@@ -75,4 +81,122 @@ func TestKueueElasticJob(t *testing.T) {
 		!meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted) {
 		t.Errorf("the Workload was made again or lost its admission: %+v", wl.Status.Conditions)
 	}
+}
+
+// heldCPUs is the CPU the admitted Workloads of a namespace hold, as Kueue counts it: of each
+// pod set, the count admitted, or fewer once its reclaimable pods take the pod set's count
+// below it; 1 CPU a pod (queuedJob's). The ClusterQueue's status says the same, but Kueue
+// writes it seconds late.
+func heldCPUs(ctx context.Context, client kueueclient.Interface, ns string) (int32, int, error) {
+	list, err := client.KueueV1beta2().Workloads(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, 0, err
+	}
+	var held int32
+	admitted := 0
+	for _, wl := range list.Items {
+		if !meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) ||
+			meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadFinished) || wl.Status.Admission == nil {
+			continue
+		}
+		admitted++
+		reclaimable := map[string]int32{}
+		for _, rp := range wl.Status.ReclaimablePods {
+			reclaimable[rp.Name] = rp.Count
+		}
+		for _, ps := range wl.Spec.PodSets {
+			n := ps.Count
+			for _, psa := range wl.Status.Admission.PodSetAssignments {
+				if psa.Name == ps.Name && psa.Count != nil {
+					n = *psa.Count
+				}
+			}
+			held += max(min(n, ps.Count-reclaimable[ps.Name]), 0)
+		}
+	}
+	return held, admitted, nil
+}
+
+// TestKueueElasticChurn: 50 elastic jobs of 1-CPU workers (asking for 3, at least 1) compete
+// in one ClusterQueue of 12 CPUs, and a third of them are shrunk to 1 while they run or
+// wait. The admitted Workloads never hold less CPU than the pods that run ask for, the pods
+// never ask for more than the quota, every job ends, and once all have, no Workload holds
+// anything: no quota leaked by a shrink, nothing pending for ever.
+func TestKueueElasticChurn(t *testing.T) {
+	client := useKueue(t)
+	ns := namespace(t)
+	queue := queueFor(t, ns, 12)
+	pods := countPods(t, ns)
+	const jobs = 50
+	for i := range jobs {
+		job := queuedJob(fmt.Sprintf("churn-%02d", i), queue, 3, "2s")
+		job.Spec.ReplicaSpecs[0].Replicas = nil
+		job.Spec.Elastic = &batch.ElasticPolicy{ReplicaType: "worker", Replicas: 3, MinReplicas: 1, MaxReplicas: 3}
+		createJob(t, ns, job)
+	}
+	ctx := context.Background()
+	for i := 0; i < jobs; i += 3 {
+		patch := []byte(`{"spec":{"elastic":{"replicas":1}}}`)
+		if _, err := env.jobs.BatchV1beta1().GenericJobs(ns).Patch(ctx, fmt.Sprintf("churn-%02d", i), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var samples, under int
+	waitFor(t, "every job ended", 3*jobTimeout, func(ctx context.Context) (bool, error) {
+		// The usage is read first: a pod that runs, not being deleted, when the pods are
+		// read ran, or was made, when the usage was read, and its quota was held then
+		// (quota is released only once a pod is being deleted or has ended). Pods made
+		// since, whose admission may be later, are left out (creation times are whole
+		// seconds).
+		read := time.Now().Add(-time.Second)
+		held, _, err := heldCPUs(ctx, client, ns)
+		if err != nil {
+			return false, nil
+		}
+		list, err := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		var running int32
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && p.CreationTimestamp.Time.Before(read) {
+				running++ // 1 CPU each
+			}
+		}
+		samples++
+		if held < running {
+			under++
+			t.Logf("sample %d: the Workloads hold %d CPUs, running pods ask for %d", samples, held, running)
+		}
+		js, err := env.jobs.BatchV1beta1().GenericJobs(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, j := range js.Items {
+			if !j.Status.Finished() {
+				return false, nil
+			}
+		}
+		return len(js.Items) == jobs, nil
+	})
+	if under > 0 {
+		t.Errorf("in %d of %d samples Kueue held less quota than the running pods ask for", under, samples)
+	}
+	if most := pods.mostCPUs(); most > 12 {
+		t.Errorf("the pods asked for %g CPUs at once, more than the queue's 12", most)
+	}
+	waitFor(t, "Kueue holding nothing once every job ended", jobTimeout, func(ctx context.Context) (bool, error) {
+		held, admitted, err := heldCPUs(ctx, client, ns)
+		return err == nil && held == 0 && admitted == 0, nil
+	})
+	js, err := env.jobs.BatchV1beta1().GenericJobs(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range js.Items {
+		if j.Status.Phase != batch.JobSucceeded {
+			t.Errorf("%s ended %s: %s", j.Name, j.Status.Phase, j.Status.Condition(batch.JobConditionRunning).Message)
+		}
+	}
+	t.Logf("%d samples; the most CPUs the pods asked for at once: %g", samples, pods.mostCPUs())
 }

@@ -21,6 +21,10 @@
 // controller's CPU against a minute without reports. Only this mode runs the controller with
 // its progress endpoint.
 //
+// -elastic makes the burst's jobs elastic and resizes every one to twice its replicas and
+// back through the scale subresource (elastic.go): the time per job to the new size, and the
+// controller's writes per resize.
+//
 // Two more modes ask what a cluster full of jobs costs, each without the raw loop:
 //
 //   - -finished N: each round has two controller runs, alternating which goes first: "empty",
@@ -43,6 +47,7 @@
 //	go run ./test/bench -scale 10000            (make bench BENCH_SCALE=10000)
 //	go run ./test/bench -kueue                  (make bench BENCH_KUEUE=1)
 //	go run ./test/bench -progress               (make bench BENCH_PROGRESS=1)
+//	go run ./test/bench -elastic                (make bench BENCH_ELASTIC=1)
 package main
 
 import (
@@ -72,6 +77,8 @@ type config struct {
 	// progress: the -progress mode (progress.go); the controller serves its progress endpoint
 	// only then.
 	progress bool
+	// elastic: the -elastic mode (elastic.go); the burst's jobs are elastic then.
+	elastic bool
 }
 
 func main() {
@@ -90,6 +97,7 @@ func main() {
 	flag.BoolVar(&c.kueue, "kueue", false, "queued jobs under Kueue, without and with placement by topology (no raw loop): time, latencies, writes per job of each")
 	flag.IntVar(&c.foreign, "foreign", 0, "after -scale, pods to create that are not the controller's, comparing its memory before and after")
 	flag.BoolVar(&c.progress, "progress", false, "every pod of the burst reports its progress once a second: status writes per job per minute, the reports' time, the controller's CPU against no reports (no raw loop)")
+	flag.BoolVar(&c.elastic, "elastic", false, "elastic jobs resized to twice their replicas and back through the scale subresource: time per job to the new size, writes per resize (no raw loop)")
 	flag.Parse()
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -136,7 +144,12 @@ func run(c config) error {
 	} else {
 		fmt.Fprintln(os.Stderr, "bench: keeping", dir)
 	}
+	if c.elastic && (c.kueue || c.progress || c.finished > 0 || c.scale > 0 || c.kind != "GenericJob") {
+		return fmt.Errorf("-elastic resizes a burst of GenericJobs on its own")
+	}
 	switch {
+	case c.elastic:
+		return elasticRun(ctx, c, dir)
 	case c.progress:
 		return progressRun(ctx, c, dir)
 	case c.kueue:

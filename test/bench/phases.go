@@ -177,14 +177,19 @@ func runJobs(ctx context.Context, c config, config *rest.Config, kube kubernetes
 			labels = map[string]string{"kueue.x-k8s.io/queue-name": benchQueue}
 			spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}
 		}
-		_, err := client.BatchV1beta1().GenericJobs(ns).Create(ctx, &batch.GenericJob{
+		job := &batch.GenericJob{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 			Spec: batch.GenericJobSpec{
 				ReplicaSpecs: []batch.GenericReplicaSpec{{Type: "worker", Replicas: ptr.To(int32(c.replicas)),
 					Template: corev1.PodTemplateSpec{Spec: spec}}},
 				Service: &batch.ServiceOption{Ports: []batch.ServicePort{{Name: "http", Port: 2222}}},
 			},
-		}, metav1.CreateOptions{})
+		}
+		if c.elastic {
+			job.Spec.ReplicaSpecs[0].Replicas = nil
+			job.Spec.Elastic = &batch.ElasticPolicy{ReplicaType: "worker", Replicas: int32(c.replicas), MinReplicas: 1, MaxReplicas: 2 * int32(c.replicas)}
+		}
+		_, err := client.BatchV1beta1().GenericJobs(ns).Create(ctx, job, metav1.CreateOptions{})
 		return err
 	})
 	if err != nil {

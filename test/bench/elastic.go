@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
+	"github.com/t9k-jobs/t9k-jobs/test/cluster"
+	"github.com/t9k-jobs/t9k-jobs/test/harness"
+)
+
+// -elastic: what a resize costs (docs/elastic.md). One cluster and controller; the burst's
+// jobs, elastic (replicas R, between 1 and 2R), run; then every job is resized to 2R through
+// the scale subresource, as kubectl scale does, and back to R. For each resize it reports,
+// per job, the time from its scale request to its last new pod Running (grow) or its last
+// removed pod gone (shrink), p50 and p99, and the controller's API writes per job's resize
+// by verb and resource.
+
+func elasticRun(ctx context.Context, c config, dir string) error {
+	fmt.Printf("\n%d elastic GenericJobs of %d replicas (between 1 and %d), each resized to %d and back\n",
+		c.jobs, c.replicas, 2*c.replicas, 2*c.replicas)
+	return withCluster(ctx, c, dir, cluster.InstallCRDs, func(cl *cluster.Cluster, admin *rest.Config, kube kubernetes.Interface) error {
+		ctl, err := startController(ctx, c, cl.Kubeconfig, filepath.Dir(cl.Dir))
+		if err != nil {
+			return err
+		}
+		defer ctl.stop()
+		if _, err := runJobs(ctx, c, admin, kube); err != nil {
+			return err
+		}
+		if _, err := ctl.settle(ctx, "GenericJob", 5*time.Minute); err != nil {
+			return err
+		}
+		client := versioned.NewForConfigOrDie(admin)
+		for _, step := range []struct {
+			name string
+			size int
+		}{{"grow", 2 * c.replicas}, {"shrink", c.replicas}} {
+			before, err := scrape(ctl.metrics)
+			if err != nil {
+				return err
+			}
+			took, err := resizeAll(ctx, c, client, kube, step.size)
+			if err != nil {
+				return err
+			}
+			if _, err := ctl.settle(ctx, "GenericJob", 5*time.Minute); err != nil {
+				return err
+			}
+			after, err := scrape(ctl.metrics)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("  %s to %d: from the scale request to the job's last pod %s, p50 %s p99 %s\n", step.name, step.size,
+				map[bool]string{true: "Running", false: "gone"}[step.name == "grow"], ms(percentile(took, 0.5)), ms(percentile(took, 0.99)))
+			fmt.Printf("  %s: the controller's API writes per job, by verb and resource:\n", step.name)
+			for _, k := range slices.Sorted(maps.Keys(after)) {
+				verb := strings.Fields(k)[0]
+				if n := after[k] - before[k]; n > 0 && verb != "get" && verb != "list" && verb != "watch" && verb != "diag" {
+					fmt.Printf("    %-40s %6.2f\n", k, n/float64(c.jobs))
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// resizeAll resizes every job of the burst to size through its scale subresource, and
+// returns how long each took to be at that size: its pods of that many Running, none more.
+func resizeAll(ctx context.Context, c config, client versioned.Interface, kube kubernetes.Interface, size int) ([]time.Duration, error) {
+	watchCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var mu sync.Mutex
+	asked := map[string]time.Time{}
+	took := map[string]time.Duration{}
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(jobNamespace))
+	informer := factory.Core().V1().Pods().Informer()
+	const byJob = "job"
+	if err := informer.AddIndexers(cache.Indexers{byJob: func(obj any) ([]string, error) {
+		return []string{obj.(*corev1.Pod).Labels["batch.tensorstack.dev/job-name"]}, nil
+	}}); err != nil {
+		return nil, err
+	}
+	// check sees whether a job is at its new size, from the informer's cache.
+	check := func(job string) {
+		mu.Lock()
+		defer mu.Unlock()
+		at, ok := asked[job]
+		if !ok || took[job] != 0 {
+			return
+		}
+		pods, _ := informer.GetIndexer().ByIndex(byJob, job)
+		running, all := 0, 0
+		for _, obj := range pods {
+			p := obj.(*corev1.Pod)
+			all++
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				running++
+			}
+		}
+		if running == size && all == size {
+			took[job] = time.Since(at)
+		}
+	}
+	onPod := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			check(p.Labels["batch.tensorstack.dev/job-name"])
+		} else if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			if p, ok := d.Obj.(*corev1.Pod); ok {
+				check(p.Labels["batch.tensorstack.dev/job-name"])
+			}
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onPod,
+		UpdateFunc: func(_, obj any) { onPod(obj) }, DeleteFunc: onPod}); err != nil {
+		return nil, err
+	}
+	factory.Start(watchCtx.Done())
+	cache.WaitForCacheSync(watchCtx.Done(), informer.HasSynced)
+
+	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, size))
+	err := parallel(16, c.jobs, func(i int) error {
+		name := fmt.Sprintf("job-%04d", i)
+		mu.Lock()
+		asked[name] = time.Now()
+		mu.Unlock()
+		// As kubectl scale sends it: a merge patch of the Scale (the typed client would
+		// decode the answer as a GenericJob).
+		return client.BatchV1beta1().RESTClient().Patch(types.MergePatchType).Namespace(jobNamespace).
+			Resource("genericjobs").Name(name).SubResource("scale").Body(patch).Do(ctx).Error()
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = harness.WaitFor(ctx, fmt.Sprintf("every job at %d replicas", size), 50*time.Millisecond, 5*time.Minute, func(context.Context) (bool, error) {
+		for i := range c.jobs {
+			check(fmt.Sprintf("job-%04d", i))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return len(took) == c.jobs, nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Collect(maps.Values(took)), err
+}

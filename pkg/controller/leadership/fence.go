@@ -65,6 +65,19 @@ func (f *Fence) Check() error {
 	return f.err
 }
 
+// checkSend is Check for bytes about to leave on a writing connection (Dial). Before the
+// first renewal it lets them go and closes nothing: what a process that has not led sends is
+// reads (discovery at start), the transport having refused every write.
+func (f *Fence) checkSend() error {
+	f.mu.Lock()
+	renewed := f.renewed
+	f.mu.Unlock()
+	if renewed.IsZero() {
+		return f.Err()
+	}
+	return f.Check()
+}
+
 // Close closes the fence: the process gives the Lease up, or knows it lost it.
 func (f *Fence) Close(reason error) {
 	f.mu.Lock()

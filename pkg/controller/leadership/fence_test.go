@@ -289,3 +289,23 @@ func TestConnectionRefusesBytesPastTheRenewDeadline(t *testing.T) {
 		t.Fatal("the connection refused a write but the fence is open")
 	}
 }
+
+// TestConnectionLetsReadsGoBeforeLeading: before the first renewal a writing connection
+// carries what the transport let through, reads (discovery at start), and closes nothing.
+func TestConnectionLetsReadsGoBeforeLeading(t *testing.T) {
+	fence := New(renewDeadline, testingclock.NewFakeClock(time.Now()))
+	client, server := net.Pipe()
+	defer server.Close()
+	conn, err := fence.Dial(func(context.Context, string, string) (net.Conn, error) { return client, nil })(context.Background(), "tcp", "api.example:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	go func() { _, _ = io.Copy(io.Discard, server) }()
+	if _, err := conn.Write([]byte("GET")); err != nil {
+		t.Fatalf("a read's bytes before the first renewal: %v", err)
+	}
+	if err := fence.Err(); err != nil {
+		t.Fatalf("the connection closed the fence: %v", err)
+	}
+}

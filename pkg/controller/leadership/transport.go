@@ -47,7 +47,8 @@ var _ http.RoundTripper = &fencedTransport{}
 // check comes just before the system call that sends the bytes, which leaves a stop only the
 // few instructions between the two (the API server cannot fence a write to a pod by a Lease).
 // A closed fence fails every write on these connections, reads' requests included: the
-// process is stopping then.
+// process is stopping then. Before the first renewal they pass: the transport has refused
+// every write, and the reads at start (discovery) must go.
 func (f *Fence) Dial(dial func(ctx context.Context, network, address string) (net.Conn, error)) func(ctx context.Context, network, address string) (net.Conn, error) {
 	return func(ctx context.Context, network, address string) (net.Conn, error) {
 		conn, err := dial(ctx, network, address)
@@ -64,7 +65,7 @@ type fencedConn struct {
 }
 
 func (c *fencedConn) Write(b []byte) (int, error) {
-	if err := c.fence.Check(); err != nil {
+	if err := c.fence.checkSend(); err != nil {
 		return 0, err
 	}
 	return c.Conn.Write(b)

@@ -35,6 +35,16 @@ const (
 	ElasticRendezvousPort = 29400 // torchrun's own default for its c10d store
 )
 
+// ElasticOf is a job's elastic type and bounds, from its spec (nil: none), as its plan has
+// them.
+func ElasticOf(l *batch.Lifecycle) *Elastic {
+	e := l.Elastic
+	if e == nil {
+		return nil
+	}
+	return &Elastic{Type: e.ReplicaType, Min: e.MinReplicas, Max: e.MaxReplicas}
+}
+
 // isElastic reports whether g is the plan's elastic type.
 func (p *Plan) isElastic(g *Group) bool {
 	return p.Elastic != nil && p.Elastic.Type == g.Type

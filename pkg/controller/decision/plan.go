@@ -288,9 +288,7 @@ func (p *Plan) SetLifecycle(l *batch.Lifecycle) {
 	if l.ProgressDeadlineSeconds != nil && *l.ProgressDeadlineSeconds > 0 {
 		p.ProgressDeadline = Seconds(*l.ProgressDeadlineSeconds)
 	}
-	if e := l.Elastic; e != nil {
-		p.Elastic = &Elastic{Type: e.ReplicaType, Min: e.MinReplicas, Max: e.MaxReplicas}
-	}
+	p.Elastic = ElasticOf(l)
 }
 
 // Seconds is n seconds as a Duration; a count past what a Duration holds (some 292 years)

@@ -95,6 +95,9 @@ func PodEnded(pod *corev1.Pod) bool { return decision.PodEnded(pod) }
 // Listed is decision.Listed: names joined for a message, the first most of a long list.
 func Listed(names []string, most int) string { return decision.Listed(names, most) }
 
+// ElasticOf is decision.ElasticOf: a job's elastic type and bounds (nil: none).
+func ElasticOf(l *batch.Lifecycle) *Elastic { return decision.ElasticOf(l) }
+
 // EndMessage is decision.EndMessage: what an ended job's Failed or Completed condition says.
 func EndMessage(s *batch.JobStatus) string { return decision.EndMessage(s) }
 

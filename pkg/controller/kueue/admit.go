@@ -59,7 +59,7 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 		return nil, notDispatched(q)
 	}
 	if !a.installed() {
-		return verdict(wl, s), nil
+		return verdict(wl, s, plan.Elastic), nil
 	}
 	// A Workload goes only once the job's pods have: deleting it gives its quota back, which
 	// Kueue may then admit another job onto.
@@ -69,13 +69,13 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 		if wl != nil && running {
 			plan.Objects = append(plan.Objects, keep)
 		}
-		return verdict(wl, s), nil
+		return verdict(wl, s, plan.Elastic), nil
 	}
 	obj, err := a.workloadObject(job, plan, q, wl)
 	var wait *waitError
 	switch {
 	case errors.As(err, &wait):
-		return verdict(wl, &state{reason: wait.reason, message: wait.message}), nil
+		return verdict(wl, &state{reason: wait.reason, message: wait.message}, plan.Elastic), nil
 	case err != nil:
 		return nil, err
 	}
@@ -96,27 +96,16 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 		}
 	}
 	plan.Objects = append(plan.Objects, obj)
-	v := verdict(wl, s)
-	if n, ok := elasticHeld(wl, plan.Elastic); ok && s.admitted {
-		// What a shrink handed back to Kueue (reclaimablePods) is not run again.
-		if v.Counts == nil {
-			v.Counts = map[string]int32{}
-		}
-		v.Counts[plan.Elastic.Type] = n
-	}
-	return v, nil
+	return verdict(wl, s, plan.Elastic), nil
 }
 
-// verdict is Kueue's state as the engine takes it.
-func verdict(wl *kueue.Workload, s *state) *engine.Verdict {
+// verdict is Kueue's state as the engine takes it. An admitted job's elastic type (nil: none)
+// runs as many replicas as its Workload holds quota for (elasticHeld): what Kueue admitted
+// of it (partial admission), less what a shrink handed back.
+func verdict(wl *kueue.Workload, s *state, elastic *engine.Elastic) *engine.Verdict {
 	var counts map[string]int32
-	for name, ps := range s.podSets {
-		if ps.count > 0 {
-			if counts == nil {
-				counts = map[string]int32{}
-			}
-			counts[name] = ps.count // a pod set is named as its type (podSetName)
-		}
+	if n, ok := elasticHeld(wl, elastic); ok && s.admitted {
+		counts = map[string]int32{elastic.Type: n}
 	}
 	return &engine.Verdict{Admitted: s.admitted, Reason: s.reason, Message: s.message, Note: &note{wl: wl, state: s}, Counts: counts,
 		Pod: func(replicaType string, pod *corev1.Pod) {

@@ -81,7 +81,7 @@ func (a *Admitter) syncStatus(ctx context.Context, job engine.Job, wl *kueue.Wor
 			len(kept), engine.Listed(kept, 10))
 	}
 	conds, release := workloadConditions(wl, r)
-	reclaimable := reclaimablePods(wl, r, elasticOf(job))
+	reclaimable := reclaimablePods(wl, r, engine.ElasticOf(job.JobLifecycle()))
 	if conds == nil && reclaimable == nil {
 		return nil
 	}
@@ -168,8 +168,6 @@ func (a *Admitter) syncPriority(ctx context.Context, job engine.Job, wl *kueue.W
 	return true, nil
 }
 
-// placedBy says, for the Admitted event, where Kueue placed the pod sets it placed by
-// topology: "; placed by topology: worker in rack: r1 (4)".
 // partly says which pod sets Kueue admitted with fewer pods than they ask for (partial
 // admission of an elastic type, docs/elastic.md): "; worker: 2 of 4 (partial admission)".
 func partly(wl *kueue.Workload) string {
@@ -189,6 +187,8 @@ func partly(wl *kueue.Workload) string {
 	return "; " + strings.Join(parts, ", ") + " (partial admission)"
 }
 
+// placedBy says, for the Admitted event, where Kueue placed the pod sets it placed by
+// topology: "; placed by topology: worker in rack: r1 (4)".
 func placedBy(wl *kueue.Workload) string {
 	var parts []string
 	for _, psa := range wl.Status.Admission.PodSetAssignments {
@@ -200,13 +200,4 @@ func placedBy(wl *kueue.Workload) string {
 		return ""
 	}
 	return "; placed by topology: " + strings.Join(parts, "; ")
-}
-
-// elasticOf is the job's elastic type (nil: none), as its plan has it.
-func elasticOf(job engine.Job) *engine.Elastic {
-	e := job.JobLifecycle().Elastic
-	if e == nil {
-		return nil
-	}
-	return &engine.Elastic{Type: e.ReplicaType, Min: e.MinReplicas, Max: e.MaxReplicas}
 }

@@ -42,7 +42,7 @@ func (a *Admitter) admitPrebuilt(job engine.Job, plan *engine.Plan, q *request, 
 			if err != nil {
 				return nil, err
 			}
-			return verdict(nil, s), nil
+			return verdict(nil, s, plan.Elastic), nil
 		}
 		obj, found, err := a.workloads.GetIndexer().GetByKey(job.GetNamespace() + "/" + name)
 		if err != nil {
@@ -50,15 +50,15 @@ func (a *Admitter) admitPrebuilt(job engine.Job, plan *engine.Plan, q *request, 
 		}
 		s := &state{reason: reasonQueued, message: fmt.Sprintf("Waiting for Workload %q, which the job's %s names: MultiKueue makes it before the job.", name, kueue.LabelPrebuiltWorkload)}
 		if !found {
-			return verdict(nil, s), nil
+			return verdict(nil, s, plan.Elastic), nil
 		}
 		prebuilt := obj.(*kueue.Workload)
 		if ref := metav1.GetControllerOfNoCopy(prebuilt); ref != nil && ref.UID != job.GetUID() {
 			s.message = fmt.Sprintf("Workload %q, which the job's %s names, belongs to %s %s: it is not this job's.", name, kueue.LabelPrebuiltWorkload, ref.Kind, ref.Name)
-			return verdict(nil, s), nil
+			return verdict(nil, s, plan.Elastic), nil
 		}
 		s.message = fmt.Sprintf("Adopting Workload %q, which MultiKueue made for the job.", name)
-		v := verdict(nil, s)
+		v := verdict(nil, s, plan.Elastic)
 		v.Note.(*note).adopt = prebuilt
 		return v, nil
 	}
@@ -71,7 +71,7 @@ func (a *Admitter) admitPrebuilt(job engine.Job, plan *engine.Plan, q *request, 
 	if err != nil {
 		return nil, err
 	}
-	return verdict(wl, s), nil
+	return verdict(wl, s, plan.Elastic), nil
 }
 
 // adopt makes a prebuilt Workload the job's: a controller reference, and the labels by which

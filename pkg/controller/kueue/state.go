@@ -105,18 +105,13 @@ func sentence(s string) string {
 func (a *Admitter) admitted(wl *kueue.Workload) (map[string]podSetAdmission, error) {
 	out := map[string]podSetAdmission{}
 	byPodSet := map[string]*podSetAdmission{}
-	asked := map[string]int32{}
 	for _, ps := range wl.Spec.PodSets {
 		byPodSet[ps.Name] = &podSetAdmission{}
-		asked[ps.Name] = ps.Count
 	}
 	for _, assigned := range wl.Status.Admission.PodSetAssignments {
 		adm := byPodSet[assigned.Name]
 		if adm == nil {
 			continue
-		}
-		if c := assigned.Count; c != nil && *c < asked[assigned.Name] {
-			adm.count = *c
 		}
 		if assigned.TopologyAssignment != nil {
 			adm.topology = &topologyPlacement{podSet: assigned.Name, workload: wl.Name}
@@ -154,9 +149,6 @@ type podSetAdmission struct {
 	Tolerations                       []corev1.Toleration
 	// topology, when the pod set was placed by topology: its pods wait for Kueue's ungater.
 	topology *topologyPlacement
-	// count, when Kueue admitted fewer pods than the pod set asks for (partial admission of
-	// an elastic type), is how many (0: all).
-	count int32
 }
 
 // topologyPlacement is what the ungater finds the pods of a pod set placed by topology by: the

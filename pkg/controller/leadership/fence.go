@@ -58,10 +58,7 @@ func (f *Fence) Check() error {
 		f.closeLocked(fmt.Errorf("the leader election Lease was never renewed by this process"))
 		return f.err
 	}
-	if since := f.sinceRenewedLocked(); since >= f.renewDeadline {
-		f.closeLocked(fmt.Errorf("the leader election Lease was last renewed %s ago, past the renew deadline of %s: another replica may lead",
-			since.Round(time.Millisecond), f.renewDeadline))
-	}
+	f.expireLocked()
 	return f.err
 }
 
@@ -70,12 +67,19 @@ func (f *Fence) Check() error {
 // reads (discovery at start), the transport having refused every write.
 func (f *Fence) checkSend() error {
 	f.mu.Lock()
-	renewed := f.renewed
-	f.mu.Unlock()
-	if renewed.IsZero() {
-		return f.Err()
+	defer f.mu.Unlock()
+	if f.err == nil && !f.renewed.IsZero() {
+		f.expireLocked()
 	}
-	return f.Check()
+	return f.err
+}
+
+// expireLocked closes an open fence whose last renewal is older than the renew deadline.
+func (f *Fence) expireLocked() {
+	if since := f.sinceRenewedLocked(); since >= f.renewDeadline {
+		f.closeLocked(fmt.Errorf("the leader election Lease was last renewed %s ago, past the renew deadline of %s: another replica may lead",
+			since.Round(time.Millisecond), f.renewDeadline))
+	}
 }
 
 // Close closes the fence: the process gives the Lease up, or knows it lost it.

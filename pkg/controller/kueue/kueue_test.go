@@ -857,30 +857,41 @@ func TestEveryWriteNamesTheFieldManager(t *testing.T) {
 	}
 }
 
-// An elastic job asks Kueue for the size it wants and takes what Kueue admits down to its
-// minimum (partial admission); a resize leaves its Workload, and its admission, as they are.
-func TestElasticJobIsAdmittedPartly(t *testing.T) {
+// elasticQueueTest is a queued job of 4 elastic workers (at least min) and a ps, planned as
+// the engine plans it: the workers' size from spec.elastic, the plan's elastic type set.
+func elasticQueueTest(t *testing.T, min int32) *queueTest {
 	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
-	job.Spec.Elastic = &batch.ElasticPolicy{ReplicaType: "worker", Replicas: 4, MinReplicas: 2, MaxReplicas: 4}
+	job.Spec.Elastic = &batch.ElasticPolicy{ReplicaType: "worker", Replicas: 4, MinReplicas: min, MaxReplicas: 4}
 	s := newQueueTest(t, job, true, Config{}, flavors...)
 	s.adapter.override(func() *engine.Plan {
-		e := s.Job(t).Spec.Elastic
 		p := &engine.Plan{Groups: []engine.Group{
-			{Type: "worker", Replicas: e.Replicas, Restart: batch.RestartOnFailure, Template: cpuTemplate},
+			{Type: "worker", Replicas: s.Job(t).Spec.Elastic.Replicas, Restart: batch.RestartOnFailure, Template: cpuTemplate},
 			{Type: "ps", Replicas: 1, Restart: batch.RestartNever, Template: cpuTemplate},
 		}, Judge: allSucceed}
 		p.SetLifecycle(&s.Job(t).Spec.Lifecycle)
 		return p
 	})
+	return s
+}
+
+// admitWorkers is Kueue's admission of only n of the workers (partial admission).
+func admitWorkers(n int32) func(*kueue.Workload) {
+	return func(wl *kueue.Workload) {
+		admit(wl)
+		wl.Status.Admission.PodSetAssignments[0].Count = ptr.To(n)
+	}
+}
+
+// An elastic job asks Kueue for the size it wants and takes what Kueue admits down to its
+// minimum (partial admission); a resize leaves its Workload, and its admission, as they are.
+func TestElasticJobIsAdmittedPartly(t *testing.T) {
+	s := elasticQueueTest(t, 2)
 	s.Step(t)
 	wl := s.workload(t)
 	if ps := wl.Spec.PodSets[0]; ps.Count != 4 || ps.MinCount == nil || *ps.MinCount != 2 {
 		t.Fatalf("pod set %s asks for %d, at least %v; want 4, at least 2", ps.Name, ps.Count, ps.MinCount)
 	}
-	s.kueueDecides(t, func(wl *kueue.Workload) {
-		admit(wl)
-		wl.Status.Admission.PodSetAssignments[0].Count = ptr.To[int32](2)
-	})
+	s.kueueDecides(t, admitWorkers(2))
 	s.Step(t)
 	if got, want := podNames(s.Pods(t)), "job-ps-0 job-worker-0 job-worker-1"; got != want {
 		t.Fatalf("pods %v, want %v: the two workers Kueue admitted, and the ps", got, want)
@@ -911,17 +922,7 @@ func podNames(pods []corev1.Pod) string {
 // A shrink of an admitted elastic job hands the removed pods' quota back to Kueue at once
 // (reclaimablePods), and the job does not grow past what it still holds.
 func TestElasticShrinkReleasesQuota(t *testing.T) {
-	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
-	job.Spec.Elastic = &batch.ElasticPolicy{ReplicaType: "worker", Replicas: 4, MinReplicas: 1, MaxReplicas: 4}
-	s := newQueueTest(t, job, true, Config{}, flavors...)
-	s.adapter.override(func() *engine.Plan {
-		p := &engine.Plan{Groups: []engine.Group{
-			{Type: "worker", Replicas: s.Job(t).Spec.Elastic.Replicas, Restart: batch.RestartOnFailure, Template: cpuTemplate},
-			{Type: "ps", Replicas: 1, Restart: batch.RestartNever, Template: cpuTemplate},
-		}, Judge: allSucceed}
-		p.SetLifecycle(&s.Job(t).Spec.Lifecycle)
-		return p
-	})
+	s := elasticQueueTest(t, 1)
 	s.Step(t)
 	s.kueueDecides(t, admit)
 	s.Step(t)
@@ -948,22 +949,9 @@ func TestElasticShrinkReleasesQuota(t *testing.T) {
 // reclaimable pods off the pod set's count (4), not off the count it admitted (2), so a
 // shrink to 1 reclaims 3.
 func TestElasticShrinkOfAPartlyAdmittedJob(t *testing.T) {
-	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
-	job.Spec.Elastic = &batch.ElasticPolicy{ReplicaType: "worker", Replicas: 4, MinReplicas: 1, MaxReplicas: 4}
-	s := newQueueTest(t, job, true, Config{}, flavors...)
-	s.adapter.override(func() *engine.Plan {
-		p := &engine.Plan{Groups: []engine.Group{
-			{Type: "worker", Replicas: s.Job(t).Spec.Elastic.Replicas, Restart: batch.RestartOnFailure, Template: cpuTemplate},
-			{Type: "ps", Replicas: 1, Restart: batch.RestartNever, Template: cpuTemplate},
-		}, Judge: allSucceed}
-		p.SetLifecycle(&s.Job(t).Spec.Lifecycle)
-		return p
-	})
+	s := elasticQueueTest(t, 1)
 	s.Step(t)
-	s.kueueDecides(t, func(wl *kueue.Workload) {
-		admit(wl)
-		wl.Status.Admission.PodSetAssignments[0].Count = ptr.To[int32](2)
-	})
+	s.kueueDecides(t, admitWorkers(2))
 	s.Step(t)
 	s.editSpec(t, func(j *batch.GenericJob) { j.Spec.Elastic.Replicas = 1 })
 	s.Step(t)

@@ -282,16 +282,19 @@ func namespace(t *testing.T) string {
 // waitFor polls cond until it holds, and fails the test when it does not within timeout.
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	if err := harness.WaitFor(context.Background(), what, 100*time.Millisecond, timeout, cond); err != nil {
-		t.Fatal(err)
-	}
+	waitForOrReport(t, what, timeout, cond, nil)
 }
 
-// waitForOrReport is waitFor that, on a timeout, adds what report says of the last poll.
+// waitForOrReport is waitFor that, on a timeout, adds what report (when not nil) says of the
+// last poll.
 func waitForOrReport(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error), report func() string) {
 	t.Helper()
-	if err := harness.WaitFor(context.Background(), what, 100*time.Millisecond, timeout, cond); err != nil {
+	err := harness.WaitFor(context.Background(), what, 100*time.Millisecond, timeout, cond)
+	switch {
+	case err != nil && report != nil:
 		t.Fatalf("%v; last seen:\n%s", err, report())
+	case err != nil:
+		t.Fatal(err)
 	}
 }
 

@@ -322,6 +322,9 @@ func reportNamespace(t *testing.T, ns string) {
 			lines = append(lines, strings.TrimSuffix(line, "\n"))
 		}
 	}
+	if len(lines) == 0 {
+		return // at -v=2 the controller names a namespace only when something went wrong
+	}
 	if len(lines) > lastLines {
 		lines = lines[len(lines)-lastLines:]
 	}

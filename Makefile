@@ -63,12 +63,13 @@ images: ## build (once; root, mmdebstrap) the real node's training image and pri
 	@hack/lib/images.sh
 
 # Both go test runs feed one summary; a run that fails without saying so in its JSON (it could
-# not list its packages) is caught by its exit status, kept in _output/test-failed.
+# not list its packages) is caught by its exit status, kept in _output/test-failed. The JSON is
+# kept in _output/test.json: every test's time, for finding what makes CI slow.
 test: tools ## the controller's unit tests under -race, then the rest with the end-to-end tests (they start their own local cluster), then the skipped ones
 	@mkdir -p _output; rm -f _output/test-failed
 	{ go test -race -count=1 -timeout $(TEST_TIMEOUT) -json $(RACE_PKGS) || echo "go test -race $(RACE_PKGS)" >>_output/test-failed; \
 	  T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go test -count=1 -timeout $(TEST_TIMEOUT) -json $(OTHER_PKGS) || echo "go test (the others, e2e included)" >>_output/test-failed; \
-	} | go run ./hack/testsummary
+	} | tee _output/test.json | go run ./hack/testsummary
 	@if [ -s _output/test-failed ]; then echo "failed: $$(cat _output/test-failed)"; exit 1; fi
 	$(MAKE) --no-print-directory test-fuzz
 

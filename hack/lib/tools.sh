@@ -51,12 +51,13 @@ build_module() {
   cd "$T9K_ROOT/hack/tools/$module"
   total=$(go list -deps tool 2>/dev/null | wc -l)
   echo "building $module tools ($total packages; cached packages go fast)..."
-  local dest=$out tags=
+  local dest=$out tags= modfile=()
   case $module in
     cni) dest=$out/cni; mkdir -p "$dest" ;;   # containerd finds the plugins in a directory of their own
     containerd) tags="no_btrfs no_zfs no_devmapper" ;;   # snapshotters that need C libraries
+    kwok) modfile=(-modfile "$(kwok_modfile "$out")") || return 1 ;;
   esac
-  go build -v -tags "$tags" -ldflags "$(version_ldflags "$module")" -o "$dest/" tool 2>&1 | while IFS= read -r line; do
+  go build -v -tags "$tags" -ldflags "$(version_ldflags "$module")" "${modfile[@]}" -o "$dest/" tool 2>&1 | while IFS= read -r line; do
     case "$line" in
       *" "*|*:*) echo "  $line" ;;             # compiler errors and warnings pass through
       *) done=$((done + 1))
@@ -69,6 +70,27 @@ build_module() {
     [[ -x "$dest/$t" ]] || { echo "build of $module failed: $dest/$t missing" >&2; return 1; }
   done
   echo "built $module tools in $((SECONDS - start))s"
+}
+
+# kwok_modfile copies kwok's module under $1, patched to delete a pod only if it is still the
+# pod kwok meant (its UID as the delete's precondition), and prints a go.mod that replaces
+# the module with the copy (go build -modfile; the module cache itself is read-only). kwok
+# v0.8.0 deletes a pod by name and may send the same delete twice; a controller that replaced
+# the pod between the two (same name, a new UID) lost its new pod to the second, which a
+# kubelet never does (it deletes with the UID as precondition). The patch fails the build if
+# the line it replaces is not there.
+kwok_modfile() {
+  local dir=$1/kwok-patched src file
+  src=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  rm -rf "$dir" && mkdir -p "$dir"
+  cp -r "$src" "$dir/kwok" && chmod -R u+w "$dir/kwok"
+  file=$dir/kwok/pkg/kwok/controllers/pod_controller.go
+  sed -i 's/Pods(pod.Namespace).Delete(ctx, pod.Name, deleteOpt)/Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: deleteOpt.GracePeriodSeconds, Preconditions: metav1.NewUIDPreconditions(string(pod.UID))})/' "$file"
+  grep -q 'NewUIDPreconditions(string(pod.UID))' "$file" ||
+    { echo "kwok_modfile: $src no longer deletes pods as patched" >&2; return 1; }
+  cp go.mod go.sum "$dir/"
+  go mod edit -modfile "$dir/go.mod" -replace "sigs.k8s.io/kwok=$dir/kwok"
+  echo "$dir/go.mod"
 }
 
 # copy_kueue_config copies what test/cluster needs at run time from the Kueue module into
@@ -118,6 +140,7 @@ ensure_tools() {
     [[ -x "$bin.partial/server" ]] && mv "$bin.partial/server" "$bin.partial/etcd"
     copy_kueue_config "$bin.partial"
     build_pause "$bin.partial"
+    rm -rf "$bin.partial/kwok-patched"
     if missing=$(missing_tool "$bin.partial"); then
       echo "missing $missing after build" >&2
       return 1

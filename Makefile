@@ -24,6 +24,9 @@ OTHER_PKGS = $$(go list ./... | grep -v '/t9k-jobs/\(pkg\|cmd\)/')
 # go test's -timeout, per test binary: the end-to-end tests take 3-5 minutes on 2 cores, so
 # a hang fails after 30 and .ci/run ends well inside CI's 90 (docs/testing.md, "make test").
 TEST_TIMEOUT ?= 30m
+# How many tests go test may run at once: the end-to-end tests limit themselves by what they
+# share (test/e2e/parallel_test.go), and one waiting for a share holds a place here.
+TEST_PARALLEL ?= 64
 
 # The controller's image (docs/install.md, "The image"): its name and tag default to those
 # manifests/kustomization.yaml gives the Deployment, so a loaded `make image` is what
@@ -68,7 +71,7 @@ images: ## build (once; root, mmdebstrap) the real node's training image and pri
 test: tools ## the controller's unit tests under -race, then the rest with the end-to-end tests (they start their own local cluster), then the skipped ones
 	@mkdir -p _output; rm -f _output/test-failed
 	{ go test -race -count=1 -timeout $(TEST_TIMEOUT) -json $(RACE_PKGS) || echo "go test -race $(RACE_PKGS)" >>_output/test-failed; \
-	  T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go test -count=1 -timeout $(TEST_TIMEOUT) -json $(OTHER_PKGS) || echo "go test (the others, e2e included)" >>_output/test-failed; \
+	  T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go test -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) -json $(OTHER_PKGS) || echo "go test (the others, e2e included)" >>_output/test-failed; \
 	} | tee _output/test.json | go run ./hack/testsummary
 	@if [ -s _output/test-failed ]; then echo "failed: $$(cat _output/test-failed)"; exit 1; fi
 	$(MAKE) --no-print-directory test-fuzz
@@ -78,7 +81,7 @@ test-unit: ## tests that need no cluster (the controller's under -race)
 	go test -count=1 -timeout $(TEST_TIMEOUT) $$(go list $(OTHER_PKGS) | grep -v /test/e2e)
 
 test-e2e: tools ## end-to-end tests on a local cluster (or on $T9K_E2E_KUBECONFIG's)
-	T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go test -count=1 -timeout $(TEST_TIMEOUT) -v ./test/e2e/
+	T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go test -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) -v ./test/e2e/
 
 cluster-up: tools ## start the local control plane in the background; prints its kubeconfig
 	go run ./hack/cluster up --dir $(CLUSTER_DIR) --bin-dir $$(hack/lib/tools.sh) $(if $(filter-out 0,$(KUEUE)),--kueue) $(if $(WORKERS),--workers $(WORKERS)) \

@@ -24,6 +24,7 @@ import (
 // TestCRDsInstalledWithClientSideApply: TestMain installed the CRDs with plain `kubectl apply`,
 // which keeps each whole CRD in an annotation; they must all be there.
 func TestCRDsInstalledWithClientSideApply(t *testing.T) {
+	parallel(t)
 	crds, err := manifests.CRDs()
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +46,7 @@ func TestCRDsInstalledWithClientSideApply(t *testing.T) {
 // server-side dry run), but the XGBoost example as published, whose misplaced containers the
 // error must name.
 func TestExamplesWithKubectl(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	for _, name := range examples.Names() {
 		t.Run(name, func(t *testing.T) {
@@ -73,6 +75,7 @@ func resourceOf(obj map[string]any) schema.GroupVersionResource {
 // TestAdmissionRulesOnServer runs every case of test/apivalidation against the API server, with
 // strict field validation as kubectl asks for it.
 func TestAdmissionRulesOnServer(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	for _, tc := range apivalidation.Cases {
 		t.Run(tc.Name, func(t *testing.T) {
@@ -100,6 +103,7 @@ func TestAdmissionRulesOnServer(t *testing.T) {
 // validation (client-go's default) has the misplaced containers pruned silently; the CEL rule
 // still refuses the object, with a hint where containers belong.
 func TestMisplacedContainersWithoutStrictValidation(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	obj, err := examples.Object(examples.AsPublished)
 	if err != nil {
@@ -114,6 +118,7 @@ func TestMisplacedContainersWithoutStrictValidation(t *testing.T) {
 }
 
 func TestUpdateRulesOnServer(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	ctx := context.Background()
 	for i, tc := range apivalidation.UpdateCases() {
@@ -155,6 +160,7 @@ func TestUpdateRulesOnServer(t *testing.T) {
 
 // TestExplain: `kubectl explain` shows the field docs of every kind.
 func TestExplain(t *testing.T) {
+	parallel(t)
 	cases := map[string]string{
 		"genericjob.spec.replicaSpecs.restartPolicy":        "RestartPolicy says whether a failed replica is restarted",
 		"genericjob.spec.successRules":                      "the job succeeds as soon as one rule holds",
@@ -203,6 +209,7 @@ func TestExplain(t *testing.T) {
 
 // TestKubectlGet: short names, the t9k category and the printer columns.
 func TestKubectlGet(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	if out, err := kubectl("apply", "-n", ns, "-f", filepath.Join(repoRoot, "examples", "generic-example.yaml")); err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -230,6 +237,7 @@ func TestKubectlGet(t *testing.T) {
 // TestTypedClient: the generated clientset creates every example kind, keeps the pod
 // template's metadata, and writes status through the status subresource only.
 func TestTypedClient(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	ctx := context.Background()
 	job := &batchv1beta1.GenericJob{}
@@ -274,6 +282,7 @@ func TestTypedClient(t *testing.T) {
 // last-applied copy of a job (engine.TrimJob), yet its status writes leave the copy on the
 // job, so that the user's next `kubectl apply` still merges against it.
 func TestStatusWritesKeepAppliedConfiguration(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	if out, err := kubectl("apply", "-n", ns, "-f", filepath.Join(repoRoot, "examples", "generic-example.yaml")); err != nil {
 		t.Fatalf("%v\n%s", err, out)

@@ -17,6 +17,7 @@ import (
 // whose third pod fits no node, no pod is bound, though two would fit; once the third fits,
 // all three are. Other clusters may not turn it on: the test skips there.
 func TestLocalClusterSchedulesGangsWhole(t *testing.T) {
+	parallel(t)
 	if env.cluster == nil {
 		t.Skip("gang scheduling is on in the local control plane only")
 	}

@@ -31,6 +31,7 @@ func runningWorkers(n int32) func(*batch.GenericJob) bool {
 // shrinking deletes the highest ranks and keeps the others' pods; and an evicted worker is
 // replaced alone, with no restart of the job, while the type keeps its minimum.
 func TestElasticScale(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	ctx := context.Background()
 	r := replica("worker", "trainer")
@@ -108,6 +109,7 @@ func TestElasticScale(t *testing.T) {
 // view ClusterRoles, lets a namespace's editor create and resize a job with kubectl, and its
 // viewer read it but not resize it.
 func TestEditorsScaleJobs(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	ctx := context.Background()
 	roles := filepath.Join(repoRoot, "manifests", "user-roles.yaml")

@@ -378,6 +378,7 @@ func TestRestartBackoffHolds(t *testing.T) {
 // TestFailedReplicaShownAfterCleanUp: with clean-up All the pods are gone, and `kubectl
 // describe` still says which replica failed, on which node, with which exit code and reason.
 func TestFailedReplicaShownAfterCleanUp(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	r := replica("worker", "trainer")
 	exits(&r, 3, "500ms")

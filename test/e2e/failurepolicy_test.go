@@ -143,6 +143,7 @@ func exitOf(tm *batch.ReplicaTermination) (int32, string) {
 // restarted or replaced; the replica's lastTermination names the rule, and a Warning
 // FailurePolicyRule event says it.
 func TestFailurePolicyFailJob(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	r := replica("worker", "trainer")
 	r.Replicas = ptr.To[int32](2)
@@ -195,6 +196,7 @@ func TestFailurePolicyFailJob(t *testing.T) {
 // Ignore rule matches, is replaced counting nothing but a disruption; twice over, so nothing
 // adds up either. Its third pod succeeds, and so does the job, with no restart counted.
 func TestFailurePolicyIgnore(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	r := replica("worker", "trainer")
 	r.RestartPolicy = &batch.GenericRestartPolicy{Policy: batch.RestartNever}
@@ -242,6 +244,7 @@ func TestFailurePolicyIgnore(t *testing.T) {
 // new pod is made before every old one is gone. A second exit 3, of worker 2, is past
 // backoffLimit: the job fails.
 func TestFailurePolicyRestartJob(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	w := batch.TrainingReplicaSpec{Type: "worker", Replicas: ptr.To[int32](3), RestartPolicy: batch.RestartNever,
 		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "tensorflow", Image: "tf", Command: []string{"train"}}}}}}
@@ -320,6 +323,7 @@ func TestFailurePolicyRestartJob(t *testing.T) {
 // its memory (exit 137, OOMKilled) fails the job, by rule ps-oom; in a second job alike, the
 // worker killed so is restarted, by rule worker-oom, and its new pod succeeds the job.
 func TestFailurePolicyOOMKilled(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	oom := []batch.FailureReason{batch.ReasonOOMKilled}
 	tfJob := func(name string) *batch.TensorFlowTrainingJob {
@@ -389,6 +393,7 @@ func TestFailurePolicyOOMKilled(t *testing.T) {
 // replacement has found no node for a while, the oldest exclusion is dropped with an
 // ExcludedNodeDropped Warning and the pod, made again, runs on the node first failed on.
 func TestFailurePolicyAvoidsFailedNodes(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	ctx := context.Background()
 	nodes := newGangNodes(t, ns)

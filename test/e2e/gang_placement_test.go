@@ -54,6 +54,7 @@ func racksOf(pods map[string]string, rackOf map[string]string) []string {
 // placed across both racks; with spec.scheduling.schedulingConstraints.topology on the rack
 // label, in rack b alone.
 func TestGangPlacementTopology(t *testing.T) {
+	parallel(t)
 	skipWithoutGangs(t)
 	ns := namespace(t)
 	nodes := newGangNodes(t, ns)
@@ -115,6 +116,7 @@ func priorityClass(t *testing.T, name string, value int32) {
 // wait whole, none bound though one would fit. Once the high job goes, the low gang is placed
 // whole again.
 func TestGangPlacementDisruptionAll(t *testing.T) {
+	parallel(t)
 	skipWithoutGangs(t)
 	ns := namespace(t)
 	nodes := newGangNodes(t, ns)
@@ -204,6 +206,7 @@ func TestGangPlacementDisruptionAll(t *testing.T) {
 // reserved for it, that every pod of the gang references and runs with. A DeviceClass and
 // ResourceSlices of two fake GPUs on each of the test's nodes stand in for GPUs.
 func TestGangPlacementSharedClaim(t *testing.T) {
+	parallel(t)
 	skipWithoutGangs(t)
 	ctx := context.Background()
 	ns := namespace(t)

@@ -93,6 +93,7 @@ func waitBound(t *testing.T, ns, prefix string, n int) []time.Time {
 // together. Without the gang, 2 are bound and 1 waits. A replica of a running gang that fails
 // and is restarted is bound again at once: the 2 that run count toward its gang's quorum.
 func TestGangGenericJob(t *testing.T) {
+	parallel(t)
 	skipWithoutGangs(t)
 	ns := namespace(t)
 	nodes := newGangNodes(t, ns)
@@ -168,6 +169,7 @@ func TestGangGenericJob(t *testing.T) {
 // template) that does not fit starts nothing, not its workers alone; with room for the
 // workers and the launcher, it runs to Succeeded.
 func TestGangMPIJob(t *testing.T) {
+	parallel(t)
 	skipWithoutGangs(t)
 	ns := namespace(t)
 	nodes := newGangNodes(t, ns)
@@ -202,6 +204,7 @@ func TestGangMPIJob(t *testing.T) {
 // PodGroup keeps 2, the running pods keep their UIDs, and an event says so (docs/gang.md, "A
 // new minCount").
 func TestGangMinCountChange(t *testing.T) {
+	parallel(t)
 	skipWithoutGangs(t)
 	ns := namespace(t)
 	nodes := newGangNodes(t, ns)

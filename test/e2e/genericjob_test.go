@@ -29,6 +29,7 @@ func readGenericJob(t *testing.T, name string) *batch.GenericJob {
 // TestGenericExample: the documented example runs 4 workers; its rules end it when worker 0
 // ends, with the rule named.
 func TestGenericExample(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct {
 		exitCode  int
 		phase     batch.JobPhase
@@ -76,6 +77,7 @@ func TestGenericExample(t *testing.T) {
 // TestTFConfigExample: as published the job fails with a message naming the variable and the
 // fix, and creates nothing; with spec.service its pods carry their TF_CONFIG.
 func TestTFConfigExample(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	job := readGenericJob(t, "generic-tf-config.yaml")
 	createJob(t, ns, job)
@@ -116,6 +118,7 @@ func TestTFConfigExample(t *testing.T) {
 // TestReplicaFailsPastItsLimit: a replica is restarted up to its limit, then the job fails;
 // the restart count is exact.
 func TestReplicaFailsPastItsLimit(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	r := replica("worker", "trainer")
 	r.RestartPolicy = &batch.GenericRestartPolicy{Policy: batch.RestartOnFailure, Limit: ptr.To[int32](2)}
@@ -134,6 +137,7 @@ func TestReplicaFailsPastItsLimit(t *testing.T) {
 
 // TestSuccessAndFailureRules: rules over several types decide the outcome.
 func TestSuccessAndFailureRules(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	master, worker := replica("master", "m"), replica("worker", "w")
 	worker.Replicas = ptr.To[int32](2)
@@ -153,6 +157,7 @@ func TestSuccessAndFailureRules(t *testing.T) {
 // TestPauseAndResume: pausing deletes the replicas; resuming recreates them with the resume
 // settings and returns to Running.
 func TestPauseAndResume(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	r := replica("worker", "trainer")
 	r.Replicas = ptr.To[int32](2)
@@ -189,6 +194,7 @@ func TestPauseAndResume(t *testing.T) {
 
 // TestDebugMode: replicas run the debug command and the job does not end on its own.
 func TestDebugMode(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	r := replica("worker", "trainer")
 	exits(&r, 0, "1s") // the fake kubelet ends the pod; in debug mode that ends nothing
@@ -214,6 +220,7 @@ func TestDebugMode(t *testing.T) {
 // ones, None none. The pods left are checked once the controller has done all it will do
 // after the end (see settled), and must be the very pods the job ran, not replacements.
 func TestCleanUpPolicies(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct {
 		policy batch.CleanUpPolicy
 		left   []string
@@ -303,6 +310,7 @@ func jobEnded(j *batch.GenericJob) bool {
 
 // TestDeletingAJobDeletesItsChildren: pods and services are owned by the job.
 func TestDeletingAJobDeletesItsChildren(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	job := readGenericJob(t, "generic-tf-config.yaml")
 	job.Spec.Service = &batch.ServiceOption{Ports: []batch.ServicePort{{Name: "http", Port: 2222}}}
@@ -321,6 +329,7 @@ func TestDeletingAJobDeletesItsChildren(t *testing.T) {
 
 // TestRepairsChildrenDeletedByHand: a running job's deleted pod and service come back.
 func TestRepairsChildrenDeletedByHand(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	r := replica("worker", "trainer")
 	job := &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: "repair"}, Spec: batch.GenericJobSpec{
@@ -353,7 +362,8 @@ func TestRepairsChildrenDeletedByHand(t *testing.T) {
 	}
 }
 
-// TestSchedulerSettings: T9k Scheduler's name, queue and priority reach the pods.
+// TestSchedulerSettings: T9k Scheduler's name, queue and priority reach the pods. It runs
+// alone, before Kueue starts (kueue_test.go): with --scheduler=kueue the queue is Kueue's.
 func TestSchedulerSettings(t *testing.T) {
 	ns := namespace(t)
 	job := &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: "sched"}, Spec: batch.GenericJobSpec{
@@ -374,6 +384,7 @@ func TestSchedulerSettings(t *testing.T) {
 
 // TestMetrics: the controller serves its metrics.
 func TestMetrics(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	createJob(t, ns, &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: "metrics"}, Spec: batch.GenericJobSpec{
 		ReplicaSpecs: []batch.GenericReplicaSpec{replica("worker", "trainer")}}})

@@ -66,7 +66,7 @@ func TestInstalledController(t *testing.T) {
 		job := quickJob("on-kwok", "0s")
 		createJob(t, ns, job)
 		waitJob(t, ns, job.Name, "Succeeded", inPhase(batch.JobSucceeded))
-		TestRealMPIJob(t)
+		realMPIJob(t)
 	})
 	t.Run("failover", func(t *testing.T) { checkFailover(t, pods, leader, devImage) })
 	t.Run("killed", func(t *testing.T) { checkKilledLeader(t, devImage) })

@@ -68,6 +68,7 @@ func containerState(ctx context.Context, ns, pod, container string) (corev1.Cont
 // MPIJob, on the real node in the training image) shows mpirun's output, the 9 ranks'
 // results, as the kubelet wrote it to its log file.
 func TestKubeletLogsMPILauncher(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	createMPIScript(t, ns)
@@ -130,6 +131,7 @@ func kubeletLogFile(t *testing.T, ns, pod, container string) string {
 // (--timestamps, --tail, --limit-bytes, --since), and on an init container's (-c);
 // --previous says there is none.
 func TestKubeletLogsFollow(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	trigger := t.TempDir() // the replica writes its last line once the test makes a file here
@@ -259,6 +261,7 @@ func TestKubeletLogsFollow(t *testing.T) {
 // size, resized with it; and it runs where the container's command runs: its host name,
 // network, mount, UTS and PID namespaces, its volumes, environment and working directory.
 func TestKubeletExec(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
@@ -378,6 +381,7 @@ func TestKubeletExec(t *testing.T) {
 // TestKubeletCopy: `kubectl cp` (tar through exec) copies a directory into a running replica,
 // contents and modes, and a directory and a file the replica wrote out of it.
 func TestKubeletCopy(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	job := realNodeJob("cp", "sh", "-c", "mkdir -p /data/out && echo written in the pod > /data/out/result.txt && exec sleep 600")
@@ -422,6 +426,7 @@ func TestKubeletCopy(t *testing.T) {
 // stdinOnce): its input reaches the container's command and its output comes back; when
 // the input ends, the command's stdin closes and attach ends with the container.
 func TestKubeletAttach(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	job := realNodeJob("attach", "sh", "-c", "echo started; while read line; do echo got $line; done; echo stdin closed")
@@ -441,6 +446,7 @@ func TestKubeletAttach(t *testing.T) {
 // TestKubeletPortForward: `kubectl port-forward` to a replica serving HTTP on its own
 // loopback only returns its answers, to more than one connection.
 func TestKubeletPortForward(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	job := realNodeJob("web", "sh", "-c", "echo served from $(hostname) > index.html; exec python3 -u -m http.server --bind 127.0.0.1 8000")
@@ -502,6 +508,7 @@ func TestKubeletPortForward(t *testing.T) {
 // this is all that keeps them out. The unauthenticated read-only port is closed, and the port
 // answers on the node's address only.
 func TestKubeletAPIRefusesOthers(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns)
 	node, err := env.kube.CoreV1().Nodes().Get(context.Background(), cluster.RealNodeName, metav1.GetOptions{})

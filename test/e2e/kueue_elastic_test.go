@@ -32,6 +32,7 @@ func elasticQueuedJob(name, queue string, n, lo int32) *batch.GenericJob {
 // job of 1 worker onto it; asked for 4 again, it stays at the 1 it still holds quota for.
 func TestKueueElasticJob(t *testing.T) {
 	client := useKueue(t)
+	parallel(t)
 	ns := namespace(t)
 	queue := queueFor(t, ns, 2)
 	elastic := elasticQueuedJob("elastic", queue, 4, 1)
@@ -124,6 +125,7 @@ func heldCPUs(ctx context.Context, client kueueclient.Interface, ns string) (int
 // anything: no quota leaked by a shrink, nothing pending for ever.
 func TestKueueElasticChurn(t *testing.T) {
 	client := useKueue(t)
+	parallel(t)
 	ns := namespace(t)
 	queue := queueFor(t, ns, 12)
 	pods := countPods(t, ns)

@@ -263,6 +263,7 @@ func TestKueueAbsentJobWaits(t *testing.T) {
 // runs; the second has no pod at all until the first ends, then starts whole.
 func TestKueueQuotaFitsOneJob(t *testing.T) {
 	client := useKueue(t)
+	parallel(t)
 	ns := namespace(t)
 	queue := queueFor(t, ns, 4)
 	pods := countPods(t, ns)
@@ -316,6 +317,7 @@ func waitWorkloadFinished(t *testing.T, client kueueclient.Interface, ns, name s
 // events saying what happened.
 func TestKueuePreemption(t *testing.T) {
 	client := useKueue(t)
+	parallel(t)
 	ns := namespace(t)
 	queue := queueFor(t, ns, 4)
 	createKueueObjects(t, fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
@@ -384,6 +386,7 @@ value: 1000`, ns))
 // the classes), with the class's priority, and the job runs.
 func TestKueuePriorityClassCreatedLater(t *testing.T) {
 	client := useKueue(t)
+	parallel(t)
 	ns := namespace(t)
 	queue := queueFor(t, ns, 4)
 	job := queuedJob("later", queue, 2, "1s")
@@ -422,6 +425,7 @@ value: 500`, ns))
 // pods run at once.
 func TestKueueQuotaKeptWhileWorkersRun(t *testing.T) {
 	client := useKueue(t)
+	parallel(t)
 	ns := namespace(t)
 	queue := queueFor(t, ns, 4)
 	pods := countPods(t, ns)
@@ -499,6 +503,7 @@ func TestKueueQuotaKeptWhileWorkersRun(t *testing.T) {
 // naming the queue, and starts once the queue is created.
 func TestKueueMissingLocalQueue(t *testing.T) {
 	useKueue(t)
+	parallel(t)
 	ns := namespace(t)
 	job := queuedJob("lost", ns, 2, "1s")
 	createJob(t, ns, job)
@@ -518,6 +523,7 @@ func TestKueueMissingLocalQueue(t *testing.T) {
 // through spec.scheduler.t9kScheduler (the controller runs with --scheduler=kueue).
 func TestKueueEveryKind(t *testing.T) {
 	client := useKueue(t)
+	parallel(t)
 	ns := namespace(t)
 	queue := queueFor(t, ns, 100)
 	labels := map[string]string{kueue.LabelQueueName: queue}
@@ -645,6 +651,7 @@ func TestKueueEveryKind(t *testing.T) {
 // that has the labels.
 func TestKueueFlavorPlacesPods(t *testing.T) {
 	useKueue(t)
+	parallel(t)
 	ns := namespace(t)
 	const node = "kwok-node-2"
 	labelKey := "e2e.t9k/pool"
@@ -698,6 +705,7 @@ func TestKueuePodsReadyTimeoutEvicts(t *testing.T) {
 		t.Skip("needs the local Kueue's short waitForPodsReady timeout")
 	}
 	client := useKueue(t)
+	parallel(t)
 	ns := namespace(t)
 	queue := queueFor(t, ns, 4)
 	job := queuedJob("stuck", queue, 1, "")

@@ -122,6 +122,7 @@ func nodesByRank(t *testing.T, ns, prefix string, n int) []string {
 // where. The controller wrote no pod after creating it.
 func TestKueueTopologyRequiredRack(t *testing.T) {
 	c := newTASCluster(t, map[string]int{"r1": 2, "r2": 3})
+	parallel(t)
 	client := useKueue(t)
 	job := c.tasJob("train", 3, map[string]string{kueue.AnnotationRequiredTopology: tasRackKey})
 	createJob(t, c.ns, job)
@@ -155,6 +156,7 @@ func TestKueueTopologyRequiredRack(t *testing.T) {
 // them all, stays Queued with Kueue's own topology message, and nothing is made.
 func TestKueueTopologyTooBig(t *testing.T) {
 	c := newTASCluster(t, map[string]int{"r1": 2, "r2": 2})
+	parallel(t)
 	createJob(t, c.ns, c.tasJob("big", 3, map[string]string{kueue.AnnotationRequiredTopology: tasRackKey}))
 	j := waitJob(t, c.ns, "big", "queued with Kueue's topology message", func(j *batch.GenericJob) bool {
 		return strings.Contains(j.Status.Condition(batch.JobConditionRunning).Message, "allows to fit only 2 out of 3 pod(s)")
@@ -173,6 +175,7 @@ func TestKueueTopologyTooBig(t *testing.T) {
 // workers share the one rack with room for both.
 func TestKueueTopologyMPIJobLauncher(t *testing.T) {
 	c := newTASCluster(t, map[string]int{"r1": 1, "r2": 3})
+	parallel(t)
 	client := useKueue(t)
 	job := &batch.MPIJob{}
 	if err := examples.Decode("mpi-example.yaml", job); err != nil {
@@ -225,6 +228,7 @@ func TestKueueTopologyMPIJobLauncher(t *testing.T) {
 // restart.
 func TestKueueTopologyNodeHotSwap(t *testing.T) {
 	c := newTASCluster(t, map[string]int{"r1": 3})
+	parallel(t)
 	createJob(t, c.ns, c.tasJob("swap", 2, map[string]string{kueue.AnnotationRequiredTopology: tasRackKey}))
 	nodes := nodesByRank(t, c.ns, "swap-worker-", 2)
 	j := waitJob(t, c.ns, "swap", "running", inPhase(batch.JobRunning))
@@ -256,6 +260,7 @@ func TestKueueTopologyNodeHotSwap(t *testing.T) {
 // most its API allows, is queued as 16 pod sets, admitted and runs whole.
 func TestKueuePodSetLimitOfTheCluster(t *testing.T) {
 	client := useKueue(t)
+	parallel(t)
 	ns := namespace(t)
 	queue := queueFor(t, ns, 40)
 	job := queuedJob("sixteen", queue, 1, "")

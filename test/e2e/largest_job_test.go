@@ -22,6 +22,7 @@ import (
 // the controller could write that status. The job is then deleted with its pods, so that the
 // tests after it do not wait on them.
 func TestLargestJob(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	ctx := context.Background()
 	// The longest name the CRD allows: <name>-worker-<rank> fits in 63 characters.

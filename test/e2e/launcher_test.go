@@ -15,6 +15,7 @@ import (
 // TestMPIExample: the documented MPIJob ends as its launcher does; cleanUpWorkers removes the
 // workers and keeps the launcher; `kubectl get mj` shows the launcher's progress.
 func TestMPIExample(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct {
 		code    string
 		phase   batch.JobPhase
@@ -56,6 +57,7 @@ func TestMPIExample(t *testing.T) {
 // TestColossalAIExample: the documented ColossalAIJob (with the PVC it names) ends as its
 // launcher does; cleanUpWorkers is off, so every pod stays.
 func TestColossalAIExample(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct {
 		code  string
 		phase batch.JobPhase
@@ -97,6 +99,7 @@ func TestColossalAIExample(t *testing.T) {
 // TestMPIPauseAndResume: pausing deletes the launcher and workers and keeps the Secret,
 // hostfile and Service; resuming starts the workers, then the launcher once they are Ready.
 func TestMPIPauseAndResume(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	ctx := context.Background()
 	job := &batch.MPIJob{}

@@ -226,6 +226,7 @@ func replacedAfterDisruption(t *testing.T, ns, job, name string, old types.UID, 
 // Eviction API and one its kubelet evicted (Failed, exit 137, DisruptionTarget) are both
 // replaced without a restart, and the job goes on to succeed.
 func TestDisruptionsAreNotFailures(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	ctx := context.Background()
 	r := replica("worker", "trainer") // runs until the test ends it
@@ -267,6 +268,7 @@ func TestDisruptionsAreNotFailures(t *testing.T) {
 // TestProgramFailuresStillFail: under Never, a program's exit 1, and an exit 137 without
 // DisruptionTarget (the program killed, not the pod disrupted), fail the job as before.
 func TestProgramFailuresStillFail(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	for _, tc := range []struct {
 		name string

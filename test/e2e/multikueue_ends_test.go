@@ -25,8 +25,7 @@ import (
 // How a job MultiKueue runs ends, and what the manager shows meanwhile (docs/queueing.md,
 // "Across clusters with MultiKueue"): a short TTL, the manager's waitForPodsReady, a job in a
 // MultiKueue queue that MultiKueue cannot run, and how soon the manager shows the worker's
-// status. These run before TestMultiKueueWorkerLost (multikueue_test.go), which stops the
-// workers.
+// status.
 
 // jobLog records, from a watch begun before the job exists, each status a cluster showed of a
 // GenericJob and when the test saw it, until the job is deleted.
@@ -145,7 +144,7 @@ func (l *workloadLog) ever(conditionType string) (*metav1.Condition, time.Time, 
 // TTL; the copy on the worker is not deleted by the TTL first (MultiKueue removes it once the
 // manager's Workload is finished).
 func TestMultiKueueShortTTL(t *testing.T) {
-	workers := useMultiKueue(t)
+	workers := parallelMultiKueue(t, multiKueue.all())
 	for _, ttl := range []int32{0, 2} {
 		t.Run(fmt.Sprintf("ttl-%d", ttl), func(t *testing.T) {
 			ns := mkNamespace(t, workers)
@@ -209,7 +208,7 @@ func copiesOf(ctx context.Context, workers []*mkWorker, ns, name string) []*mkWo
 // the manager's waitForPodsReady timeout is not evicted on the manager: the manager's Workload
 // says PodsReady once the copied status shows every replica running.
 func TestMultiKueueRunsPastPodsReadyTimeout(t *testing.T) {
-	workers := useMultiKueue(t)
+	workers := parallelMultiKueue(t, multiKueue.all())
 	client := useKueue(t)
 	ns := mkNamespace(t, workers)
 	job := multiKueueJob("mk-long", 2) // runs until deleted
@@ -251,7 +250,7 @@ func TestMultiKueueRunsPastPodsReadyTimeout(t *testing.T) {
 // MultiKueue does not run, fails saying so and what to do; it never runs anywhere, and nothing
 // says it waits to be admitted again.
 func TestMultiKueueWithoutManagedBy(t *testing.T) {
-	workers := useMultiKueue(t)
+	workers := parallelMultiKueue(t, multiKueue.all())
 	client := useKueue(t)
 	ns := mkNamespace(t, workers)
 	job := multiKueueJob("mk-unmanaged", 1)
@@ -288,7 +287,7 @@ func TestMultiKueueWithoutManagedBy(t *testing.T) {
 // MultiKueue check: Kueue admits it here, nothing would ever run it, and it fails saying so
 // and what to do, its Workload Finished (its quota released).
 func TestMultiKueueManagedByInALocalQueue(t *testing.T) {
-	workers := useMultiKueue(t)
+	workers := parallelMultiKueue(t, multiKueue.all())
 	client := useKueue(t)
 	ns := mkNamespace(t, workers)
 	if _, err := cluster.CreateObjects(context.Background(), env.dynamic, fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
@@ -323,7 +322,7 @@ spec: {clusterQueue: %s}
 // than 2 s (docs/queueing.md says about a second: MultiKueue batches a worker's changes for
 // one).
 func TestMultiKueueStatusLag(t *testing.T) {
-	workers := useMultiKueue(t)
+	workers := parallelMultiKueue(t, multiKueue.all())
 	ns := mkNamespace(t, workers)
 	type timed struct {
 		name    string

@@ -71,6 +71,16 @@ func useMultiKueue(t *testing.T) []*mkWorker {
 	return mkState.workers
 }
 
+// parallelMultiKueue is parallel for a test on MultiKueue's workers: Kueue first, in the
+// sequential phase (its first start restarts the controller), then the workers, started once
+// by the first test that holds them, beside the tests that need no workers.
+func parallelMultiKueue(t *testing.T, uses ...use) []*mkWorker {
+	t.Helper()
+	useKueue(t)
+	parallel(t, uses...)
+	return useMultiKueue(t)
+}
+
 // startWorkers starts two worker clusters with Kueue, the CRDs and a controller each, and
 // connects the manager to them.
 func startWorkers(ctx context.Context) ([]*mkWorker, error) {
@@ -131,14 +141,9 @@ func startWorkers(ctx context.Context) ([]*mkWorker, error) {
 	return workers, err
 }
 
-// stopMultiKueue stops the workers, keeping their logs when failed. The last MultiKueue test
-// stops them, so that they do not load the machine under the suite's later tests; a test that
-// would need them after that fails.
+// stopMultiKueue stops the workers when the suite ends, keeping their logs when failed.
 func stopMultiKueue(failed bool) {
 	mkState.once.Do(func() {}) // none started: none to start later
-	if mkState.err == nil {
-		mkState.err = fmt.Errorf("the MultiKueue workers were stopped by the last MultiKueue test, TestMultiKueueWorkerLost")
-	}
 	workers := mkState.workers
 	mkState.workers = nil
 	for _, w := range workers {
@@ -236,7 +241,7 @@ func multiKueueJob(name string, replicas int32) *batch.GenericJob {
 // adopted); the manager's job shows the copy's phase and replicas, and ends Succeeded, its
 // Workload Finished and naming the worker.
 func TestMultiKueueRunsOnAWorker(t *testing.T) {
-	workers := useMultiKueue(t)
+	workers := parallelMultiKueue(t, multiKueue.all())
 	ns := mkNamespace(t, workers)
 	ctx := context.Background()
 	job := multiKueueJob("mk-run", 2)
@@ -350,7 +355,7 @@ func watchCopiesAdded(t *testing.T, workers []*mkWorker, ns, name string) func()
 // TestMultiKueueDeleteOnManager: deleting the job on the manager deletes its copy, and the
 // copy's pods, on the worker.
 func TestMultiKueueDeleteOnManager(t *testing.T) {
-	workers := useMultiKueue(t)
+	workers := parallelMultiKueue(t, multiKueue.all())
 	ns := mkNamespace(t, workers)
 	job := multiKueueJob("mk-delete", 2) // runs until deleted
 	createJob(t, ns, job)
@@ -383,7 +388,7 @@ func TestMultiKueueDeleteOnManager(t *testing.T) {
 // one copy on one worker under one Workload and ends Succeeded on both clusters, its
 // manager's Workload Finished and naming the worker, with no pod on the manager.
 func TestMultiKueueEveryKind(t *testing.T) {
-	workers := useMultiKueue(t)
+	workers := parallelMultiKueue(t, multiKueue.all())
 	set := func(o map[string]any, value any, path ...string) {
 		if err := unstructured.SetNestedField(o, value, path...); err != nil {
 			t.Fatal(err)
@@ -513,7 +518,7 @@ func setQuota(t *testing.T, w *mkWorker, cpu string) {
 // TestMultiKueueGoesWhereQuotaIs: with one worker out of quota, the job runs on the other;
 // when the first gets quota back, nothing moves: the job keeps its one copy.
 func TestMultiKueueGoesWhereQuotaIs(t *testing.T) {
-	workers := useMultiKueue(t)
+	workers := parallelMultiKueue(t, multiKueue.all())
 	full, free := workers[1], workers[0]
 	setQuota(t, full, "0")
 	t.Cleanup(func() { setQuota(t, full, "1k") })
@@ -548,7 +553,7 @@ func TestMultiKueueGoesWhereQuotaIs(t *testing.T) {
 // dispatches it (no copy runs then, so nothing else would), and a pause there removes the
 // copy, says Paused, and on resume runs the job on a worker again.
 func TestMultiKueueWaitingAndPaused(t *testing.T) {
-	workers := useMultiKueue(t)
+	workers := parallelMultiKueue(t, multiKueue.all())
 	ns := mkNamespace(t, workers)
 	queued := func(j *batch.GenericJob) bool {
 		c := j.Status.Condition(batch.JobConditionRunning)
@@ -592,7 +597,7 @@ const realMKQueue = "to-real-node"
 // the copy's pods run on the real node, in the training image, and the manager's job ends
 // Succeeded as the copy did.
 func TestMultiKueueRealMPIJob(t *testing.T) {
-	workers := useMultiKueue(t)
+	workers := parallelMultiKueue(t, realNode.one(), multiKueue.all())
 	ns := mkNamespace(t, workers)
 	needRealNode(t, ns, trainingImage)
 	ctx := context.Background()
@@ -723,15 +728,12 @@ spec: {clusterQueue: %s}
 // be reached for that long is queued again.
 const workerLostTimeout = 20 * time.Second
 
-// TestMultiKueueWorkerLost (the last of these tests: MultiKueue reaches the lost worker again
-// only after a backoff; it stops the workers when it ends): a worker whose API server stops
-// while a job runs there is lost;
+// TestMultiKueueWorkerLost: a worker whose API server stops while a job runs there is lost;
 // after workerLostTimeout Kueue queues the job again and it runs on the other worker, the
 // manager's job saying it was requeued; once the lost worker is back, one copy of the job
 // runs, not two.
 func TestMultiKueueWorkerLost(t *testing.T) {
-	workers := useMultiKueue(t)
-	t.Cleanup(func() { stopMultiKueue(t.Failed()) })
+	workers := parallelMultiKueue(t, multiKueue.all())
 	ns := mkNamespace(t, workers)
 	job := multiKueueJob("mk-lost", 1) // runs until deleted
 	createJob(t, ns, job)

@@ -19,6 +19,7 @@ import (
 // TestControllerLeastPrivilege: with the controller's own ServiceAccount token (the suite's
 // controller runs with it), what manifests/rbac.yaml allows and its admission policy refuses.
 func TestControllerLeastPrivilege(t *testing.T) {
+	parallel(t)
 	cfg, err := clientcmd.BuildConfigFromFlags("", controller.kubeconfig)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 func TestGangQueuedInKueue(t *testing.T) {
 	skipWithoutGangs(t)
 	client := useKueue(t)
+	parallel(t)
 	ns := namespace(t)
 	nodes := newGangNodes(t, ns)
 	nodes.add()

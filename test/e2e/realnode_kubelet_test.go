@@ -35,6 +35,7 @@ func realNodeJob(name string, command ...string) *batch.GenericJob {
 // its status says OOMKilled with exit code 137, as the kubelet reports it, and its restart
 // policy applies: OnFailure restarts it once (limit 1), then the job fails.
 func TestRealNodeOOMKilled(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	job := realNodeJob("oom", "tail", "/dev/zero") // tail keeps the whole endless line in memory
@@ -62,6 +63,7 @@ func TestRealNodeOOMKilled(t *testing.T) {
 // the replica's pod fails (the engine makes every pod restartPolicy Never and restarts
 // replicas itself), and the job reports the container's end as the kubelet reports it.
 func TestRealNodeLivenessProbe(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	job := realNodeJob("liveness", "sleep", "600")
@@ -96,6 +98,7 @@ func TestRealNodeLivenessProbe(t *testing.T) {
 // DisruptionTarget: the pod broke its own limit, as an OOM kill does its memory's. The
 // replica has failed (restart policy Never), and its status carries the kubelet's words.
 func TestRealNodeOwnStorageLimit(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	job := realNodeJob("storage", "sh", "-c", "head -c 20000000 /dev/zero > /tmp/fill; exec sleep 600")
@@ -119,6 +122,7 @@ func TestRealNodeOwnStorageLimit(t *testing.T) {
 // is replaced and no restart is counted, though its restart policy is Never; the replacement
 // runs once the critical pod is gone.
 func TestRealNodePreemptedByKubelet(t *testing.T) {
+	parallel(t, realNode.all())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	ctx := context.Background()

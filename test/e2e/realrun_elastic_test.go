@@ -46,6 +46,7 @@ func lastWorld(ns, pod string) (world, step int) {
 // UIDs throughout, no restart is counted, each resize is a Resized event, and the job
 // succeeds.
 func TestRealElasticTraining(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	ctx := context.Background()

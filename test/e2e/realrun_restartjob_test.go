@@ -63,6 +63,7 @@ func watchPods(t *testing.T, ns string) func() []podEvent {
 // old pods' grace period (30 s): their ranks, Python as pid 1 of the container, waiting for
 // rank 1 in the rendezvous, ignore the kubelet's SIGTERM and end at its SIGKILL.
 func TestRealWholeJobRestart(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	ctx := context.Background()

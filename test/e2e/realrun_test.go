@@ -44,6 +44,7 @@ func waitGenericPhase(t *testing.T, ns, name string, phase batch.JobPhase) *batc
 // MASTER_ADDR and MASTER_PORT from the GenericJob's variables) succeeds, and every replica's
 // log shows the reduced value.
 func TestRealPyTorchJob(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	if out, err := kubectl("apply", "-n", ns, "-k", filepath.Join(repoRoot, "examples", "pytorch")); err != nil {
@@ -71,6 +72,7 @@ func realJob(name string, replicas int32, command ...string) *batch.GenericJob {
 // TestRealRestartAfterKill: a replica whose process is killed with SIGKILL is restarted under
 // OnFailure; its second run succeeds, and the restart is counted once.
 func TestRealRestartAfterKill(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	job := realJob("killed", 1, "sh", "-c", "if [ -e /work/ran ]; then echo second run; exit 0; fi; touch /work/ran; echo first run; exec sleep 600")
@@ -102,6 +104,7 @@ func TestRealRestartAfterKill(t *testing.T) {
 // program listens; from inside each replica, every replica's documented host name
 // ($(service.worker[i].host)) resolves to that replica's pod IP.
 func TestRealReadinessAndNames(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	script := `for h in $(service.worker[0].host) $(service.worker[1].host) $(service.worker[2].host); do
@@ -166,6 +169,7 @@ func podIsReady(p *corev1.Pod) bool {
 // still in their grace period resumes: the SIGKILL that ends them (exit code 137) is the
 // pause's, not a failure of the replicas.
 func TestRealPauseAndDelete(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	const marker = "sleep 6110"
@@ -293,6 +297,12 @@ func TestRealPauseAndDelete(t *testing.T) {
 // ranks run where sshd started them, in that pod's namespaces). A program that exits non-zero
 // on one rank ends the job Failed, with the code.
 func TestRealMPIJob(t *testing.T) {
+	parallel(t, realNode.one())
+	realMPIJob(t)
+}
+
+// realMPIJob is TestRealMPIJob's run, which the in-cluster install repeats on its controller.
+func realMPIJob(t *testing.T) {
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	example := filepath.Join(repoRoot, "examples", "mpi")
@@ -342,6 +352,7 @@ func TestRealMPIJob(t *testing.T) {
 // ColossalAI's does) with the controller's command: a real torch.distributed run of
 // procPerWorker processes on each of 2 workers, a gloo all-reduce over 4 processes.
 func TestRealColossalAIJob(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	job := realColossalAIJob(t, ns, "colossal")
@@ -373,6 +384,7 @@ func TestRealColossalAIJob(t *testing.T) {
 // master and 2 workers form the collective from the env the controller gives them, and the
 // master checks the model's accuracy.
 func TestRealXGBoostJob(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	if out, err := kubectl("apply", "-n", ns, "-k", filepath.Join(repoRoot, "examples", "xgboost")); err != nil {
@@ -406,6 +418,7 @@ func TestRealXGBoostJob(t *testing.T) {
 // image: the program is test/tensorflow's stand-in, mounted by hostPath, which proves the
 // cluster TF_CONFIG describes, not TensorFlow's training.
 func TestRealTensorFlowJob(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	program, err := filepath.Abs(filepath.Join(repoRoot, "test", "tensorflow"))
@@ -460,6 +473,7 @@ func TestRealTensorFlowJob(t *testing.T) {
 // emptyDir, which only the container's mount namespace has, and the container logs them
 // beside its own; the test waits for that line, then compares.
 func TestRealExecProbe(t *testing.T) {
+	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	const namespaces = `for n in mnt uts net pid; do printf ' %s=%s' $n $(readlink /proc/self/ns/$n); done`

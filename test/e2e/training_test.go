@@ -17,6 +17,7 @@ import (
 // TestTensorFlowExample: the documented example's worker 0 (there is no chief) ends the job
 // Succeeded; every replica has TF_CONFIG naming the 4 workers.
 func TestTensorFlowExample(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	job := &batch.TensorFlowTrainingJob{}
 	if err := examples.Decode("tensorflow-example.yaml", job); err != nil {
@@ -59,6 +60,7 @@ func TestTensorFlowExample(t *testing.T) {
 // TestExitCodeRestarts: under ExitCode, exit code 137 restarts a replica, counted against the
 // backoff limit shared by all replicas; exit code 1 fails the job at once.
 func TestExitCodeRestarts(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct {
 		code     string
 		restarts int32
@@ -87,6 +89,7 @@ func TestExitCodeRestarts(t *testing.T) {
 // TestDeadlineExceeded: a job past runPolicy.activeDeadlineSeconds fails with reason
 // DeadlineExceeded, and its running replicas are cleaned up.
 func TestDeadlineExceeded(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	w := batch.TrainingReplicaSpec{Type: "worker", Replicas: ptr.To[int32](2),
 		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "tensorflow", Image: "tf", Command: []string{"train"}}}}}}
@@ -108,6 +111,7 @@ func TestDeadlineExceeded(t *testing.T) {
 // TestXGBoostExample: the corrected example succeeds when its master does; the workers,
 // still running, are cleaned up (Unfinished).
 func TestXGBoostExample(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	job := &batch.XGBoostTrainingJob{}
 	if err := examples.Decode("xgboost-example.yaml", job); err != nil {
@@ -137,6 +141,7 @@ func TestXGBoostExample(t *testing.T) {
 // TestTensorBoard: the TensorBoard of a TensorFlowTrainingJob becomes ready, is reported in
 // status.tensorboard, and stays after the job's replicas are cleaned up.
 func TestTensorBoard(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	boundClaim(t, ns, "tensorflow-tensorboard-pvc")
 	w := batch.TrainingReplicaSpec{Type: "worker", Replicas: ptr.To[int32](1),

@@ -72,6 +72,7 @@ func TestWaitingUnschedulable(t *testing.T) {
 // it. Its pod is bound to a node that kwok does not manage, so nothing overwrites the status
 // the test writes.
 func TestWaitingForImage(t *testing.T) {
+	parallel(t)
 	ns := namespace(t)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "no-kubelet-" + ns}}
 	if _, err := env.kube.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{}); err != nil {
@@ -102,6 +103,7 @@ func TestWaitingForImage(t *testing.T) {
 // condition quotes Kueue and names the replicas.
 func TestWaitingForKueue(t *testing.T) {
 	useKueue(t)
+	parallel(t)
 	ns := namespace(t)
 	queue := queueFor(t, ns, 2)
 	job := queuedJob("over", queue, 3, "1s")

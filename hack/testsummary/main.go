@@ -17,7 +17,9 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // event is one line of `go test -json` (go doc test2json).
@@ -28,6 +30,7 @@ type event struct {
 	Output     string
 	ImportPath string
 	Elapsed    float64 // seconds, on a test's pass or fail
+	Time       time.Time
 }
 
 func main() {
@@ -47,7 +50,15 @@ type test struct {
 	end    string
 	items  []item // its own lines and its subtests, in order
 	parent *test
+	// paused is when go test paused it (a parallel test, until the sequential ones are done);
+	// waited is how long, in seconds, it waited in all, for go test and for its places in
+	// the cluster's shares (test/e2e/parallel_test.go logs those waits).
+	paused time.Time
+	waited float64
 }
+
+// shareWait is the line the end-to-end tests log when a test waited for its place.
+var shareWait = regexp.MustCompile(`: waited ([0-9.]+)s for a place on `)
 
 // item is a line, or a subtest where it started.
 type item struct {
@@ -138,12 +149,22 @@ func summarize(in io.Reader, out io.Writer) (bool, error) {
 		switch e.Action {
 		case "output":
 			t.items = append(t.items, item{line: e.Output})
+			if m := shareWait.FindStringSubmatch(e.Output); m != nil {
+				w, _ := strconv.ParseFloat(m[1], 64)
+				t.waited += w
+			}
+		case "pause":
+			t.paused = e.Time
+		case "cont":
+			if !t.paused.IsZero() && !e.Time.IsZero() {
+				t.waited += e.Time.Sub(t.paused).Seconds()
+			}
 		case "pass", "fail", "skip":
 			t.end = e.Action
 			if e.Action == "skip" {
 				skips = append(skips, skip{e.Package, e.Test, reason(t)})
 			} else if t.parent == nil && !strings.Contains(e.Test, "/") {
-				timings = append(timings, timing{e.Package, e.Test, e.Elapsed})
+				timings = append(timings, timing{e.Package, e.Test, e.Elapsed - t.waited})
 			}
 		}
 	}
@@ -184,7 +205,7 @@ func printSlowest(out io.Writer, timings []timing) {
 		return
 	}
 	sort.SliceStable(timings, func(i, j int) bool { return timings[i].seconds > timings[j].seconds })
-	fmt.Fprintln(out, "slowest tests:")
+	fmt.Fprintln(out, "slowest tests (the time each ran, not the time it waited for its turn):")
 	for _, t := range timings[:min(slowest, len(timings))] {
 		fmt.Fprintf(out, "%8.1fs %s %s\n", t.seconds, t.pkg, t.test)
 	}

@@ -109,6 +109,25 @@ func TestCutShort(t *testing.T) {
 	}
 }
 
+// A parallel test's time is the time it ran: less the time go test paused it and the time it
+// waited for a place in a share of the cluster.
+func TestSlowestParallel(t *testing.T) {
+	var out strings.Builder
+	in := `{"Action":"run","Package":"p/e","Test":"TestShared","Time":"2026-12-06T10:00:00Z"}
+{"Action":"pause","Package":"p/e","Test":"TestShared","Time":"2026-12-06T10:00:00Z"}
+{"Action":"cont","Package":"p/e","Test":"TestShared","Time":"2026-12-06T10:01:40Z"}
+{"Action":"output","Package":"p/e","Test":"TestShared","Output":"    parallel_test.go:80: waited 50.0s for a place on the real node\n"}
+{"Action":"pass","Package":"p/e","Test":"TestShared","Elapsed":180}
+{"Action":"pass","Package":"p/e"}
+`
+	if _, err := summarize(strings.NewReader(in), &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := "    30.0s p/e TestShared\n"; !strings.HasSuffix(out.String(), want) {
+		t.Errorf("got %q, want it to end with %q", out.String(), want)
+	}
+}
+
 // The slowest top-level tests are listed last, slowest first; subtests and tests under a
 // second are not.
 func TestSlowest(t *testing.T) {
@@ -124,7 +143,7 @@ func TestSlowest(t *testing.T) {
 	if _, err := summarize(strings.NewReader(in), &out); err != nil {
 		t.Fatal(err)
 	}
-	want := "skipped: none\nslowest tests:\n   300.0s p/e TestSlower\n    12.5s p/a TestSlow\n"
+	want := "skipped: none\nslowest tests (the time each ran, not the time it waited for its turn):\n   300.0s p/e TestSlower\n    12.5s p/a TestSlow\n"
 	if !strings.HasSuffix(out.String(), want) {
 		t.Errorf("got %q, want it to end with %q", out.String(), want)
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"testing"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -70,9 +71,14 @@ func parallel(t *testing.T, uses ...use) {
 		uses = []use{fakeNodes.one()}
 	}
 	for _, u := range uses {
+		start := time.Now()
 		if err := u.share.sem.Acquire(context.Background(), u.weight); err != nil {
 			t.Fatalf("waiting for %s: %v", u.share.name, err)
 		}
 		t.Cleanup(func() { u.share.sem.Release(u.weight) })
+		// hack/testsummary reads this line: the slowest tests are timed less their waits.
+		if waited := time.Since(start); waited > 100*time.Millisecond {
+			t.Logf("waited %.1fs for a place on %s", waited.Seconds(), u.share.name)
+		}
 	}
 }

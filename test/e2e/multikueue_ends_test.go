@@ -320,9 +320,10 @@ spec: {clusterQueue: %s}
 // copy's pods seen running (and ended), the copy's status Running (Succeeded), then the
 // manager's. The figures are logged; the test fails when the manager lags the worker by more
 // than 2 s (docs/queueing.md says about a second: MultiKueue batches a worker's changes for
-// one).
+// one). It runs alone, in the sequential phase (parallel_test.go): beside other tests, the
+// manager's lag is the machine's.
 func TestMultiKueueStatusLag(t *testing.T) {
-	workers := parallelMultiKueue(t, multiKueue.all())
+	workers := useMultiKueue(t)
 	ns := mkNamespace(t, workers)
 	type timed struct {
 		name    string

@@ -215,10 +215,13 @@ func TestMultiKueueRunsPastPodsReadyTimeout(t *testing.T) {
 	createJob(t, ns, job)
 	worker := waitCopyRunning(t, workers, ns, job.Name, "a copy running on a worker")
 	name := "genericjob-" + job.Name
-	admitted := meta.FindStatusCondition(workloadOf(t, client, ns, name).Status.Conditions, kueue.WorkloadAdmitted)
-	if admitted == nil || admitted.Status != metav1.ConditionTrue {
-		t.Fatalf("the manager's Workload is not admitted while its copy runs: %+v", admitted)
-	}
+	// The worker may run the copy before the manager marks its admission check ready, and
+	// with it its Workload admitted.
+	var admitted *metav1.Condition
+	waitFor(t, "the manager's Workload admitted while its copy runs", jobTimeout, func(context.Context) (bool, error) {
+		admitted = meta.FindStatusCondition(workloadOf(t, client, ns, name).Status.Conditions, kueue.WorkloadAdmitted)
+		return admitted != nil && admitted.Status == metav1.ConditionTrue, nil
+	})
 	// What is checked is that nothing happens: watched until well past the timeout.
 	until := admitted.LastTransitionTime.Add(podsReadyTimeout + 5*time.Second)
 	t.Logf("admitted on the manager at %s; watched until %s", admitted.LastTransitionTime.Format(time.TimeOnly), until.Format(time.TimeOnly))

@@ -13,8 +13,9 @@ import (
 // Most tests have a namespace of their own, their own nodes where they count capacity, and
 // change nothing another test reads: they call parallel and run beside each other. Those
 // that stop or restart the shared controller, time what the controller does to the second,
-// or read a counter of the whole controller run alone: they do not call parallel, and go
-// test runs them first, one at a time, before any parallel test resumes. A test that must
+// read a counter of the whole controller, or need it without Kueue run alone: they do not
+// call parallel, and go test runs them first, one at a time, before any parallel test
+// resumes. A test that must
 // start something first (useKueue restarts the controller the first time) does so before it
 // calls parallel: what a test does before t.Parallel runs in that sequential phase.
 //
@@ -43,7 +44,7 @@ var (
 	// test's own).
 	fakeNodes = newShare("the fake nodes", 2)
 	// realNode: one real run at a time: a run's processes (Python, torch, mpirun) use the
-	// machine's two cores, and two at once failed their own rendezvous timeouts.
+	// machine's two cores, and with two at once MPIJobs' runs hung (docs/testing.md).
 	realNode = newShare("the real node", 1)
 	// multiKueue: one test at a time on MultiKueue's worker clusters: a test stops a worker's
 	// API server, and the workers' quotas are small.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,7 +17,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
-	"github.com/t9k-jobs/t9k-jobs/test/cluster"
 	"github.com/t9k-jobs/t9k-jobs/test/harness"
 )
 
@@ -32,18 +30,7 @@ import (
 func elasticRun(ctx context.Context, c config, dir string) error {
 	fmt.Printf("\n%d elastic GenericJobs of %d replicas (between 1 and %d), each resized to %d and back\n",
 		c.jobs, c.replicas, 2*c.replicas, 2*c.replicas)
-	return withCluster(ctx, c, dir, cluster.InstallCRDs, func(cl *cluster.Cluster, admin *rest.Config, kube kubernetes.Interface) error {
-		ctl, err := startController(ctx, c, cl.Kubeconfig, filepath.Dir(cl.Dir))
-		if err != nil {
-			return err
-		}
-		defer ctl.stop()
-		if _, err := runJobs(ctx, c, admin, kube); err != nil {
-			return err
-		}
-		if _, err := ctl.settle(ctx, "GenericJob", 5*time.Minute); err != nil {
-			return err
-		}
+	return withSettledJobs(ctx, c, dir, func(ctl *controllerProcess, admin *rest.Config, kube kubernetes.Interface) error {
 		client := versioned.NewForConfigOrDie(admin)
 		for _, step := range []struct {
 			name string

@@ -92,6 +92,25 @@ func controllerPhase(ctx context.Context, c config, dir string, prepare func(con
 	return r, err
 }
 
+// withSettledJobs runs f on a fresh cluster whose controller runs and has settled the
+// burst's jobs (the elastic and progress modes measure what follows).
+func withSettledJobs(ctx context.Context, c config, dir string, f func(ctl *controllerProcess, admin *rest.Config, kube kubernetes.Interface) error) error {
+	return withCluster(ctx, c, dir, cluster.InstallCRDs, func(cl *cluster.Cluster, admin *rest.Config, kube kubernetes.Interface) error {
+		ctl, err := startController(ctx, c, cl.Kubeconfig, filepath.Dir(cl.Dir))
+		if err != nil {
+			return err
+		}
+		defer ctl.stop()
+		if _, err := runJobs(ctx, c, admin, kube); err != nil {
+			return err
+		}
+		if _, err := ctl.settle(ctx, "GenericJob", 5*time.Minute); err != nil {
+			return err
+		}
+		return f(ctl, admin, kube)
+	})
+}
+
 // withCluster runs f on a fresh local control plane in dir (setup, if any, runs before its
 // controllers start), with an admin client whose own rate limits never limit the run.
 func withCluster(ctx context.Context, c config, dir string, setup func(context.Context, *rest.Config) error, f func(*cluster.Cluster, *rest.Config, kubernetes.Interface) error) error {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/t9k-jobs/t9k-jobs/pkg/progress"
-	"github.com/t9k-jobs/t9k-jobs/test/cluster"
 )
 
 // -progress: what progress reports cost (docs/progress.md). One cluster and controller, its
@@ -41,18 +39,7 @@ const progressPeriod = 60 * time.Second
 func progressRun(ctx context.Context, c config, dir string) error {
 	fmt.Printf("\n%d GenericJobs x %d replicas; every pod reports its progress once a second for %s, against %s without reports\n",
 		c.jobs, c.replicas, progressPeriod, progressPeriod)
-	return withCluster(ctx, c, dir, cluster.InstallCRDs, func(cl *cluster.Cluster, admin *rest.Config, kube kubernetes.Interface) error {
-		ctl, err := startController(ctx, c, cl.Kubeconfig, filepath.Dir(cl.Dir))
-		if err != nil {
-			return err
-		}
-		defer ctl.stop()
-		if _, err := runJobs(ctx, c, admin, kube); err != nil {
-			return err
-		}
-		if _, err := ctl.settle(ctx, "GenericJob", 5*time.Minute); err != nil {
-			return err
-		}
+	return withSettledJobs(ctx, c, dir, func(ctl *controllerProcess, _ *rest.Config, kube kubernetes.Interface) error {
 		pods, err := kube.CoreV1().Pods(jobNamespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err

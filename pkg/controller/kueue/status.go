@@ -157,41 +157,44 @@ func reclaimablePods(wl *kueue.Workload, r engine.Report, elastic *engine.Elasti
 }
 
 // elasticHeld is how many pods of the job's elastic type its admitted Workload still holds
-// quota for: the count Kueue admitted, or fewer once reclaimable pods take the pod set's
-// count below it (Kueue counts reclaimable pods off the pod set's count, not off the count
-// it admitted). ok is false when the job has no elastic type or the Workload is not
-// admitted.
+// quota for (podSetCounts.held). ok is false when the job has no elastic type or the Workload
+// is not admitted.
 func elasticHeld(wl *kueue.Workload, elastic *engine.Elastic) (n int32, ok bool) {
-	ps, admitted, reclaimable, ok := elasticPodSet(wl, elastic)
-	if !ok {
-		return 0, false
-	}
-	return max(min(admitted, ps.Count-reclaimable), 0), true
+	c, ok := elasticCounts(wl, elastic)
+	return c.held(), ok
 }
 
-// elasticPodSet is the elastic type's pod set of an admitted Workload, the count Kueue
-// admitted of it, and its reclaimable pods.
-func elasticPodSet(wl *kueue.Workload, elastic *engine.Elastic) (ps kueue.PodSet, admitted, reclaimable int32, ok bool) {
+// podSetCounts are an admitted pod set's counts: what it asks for, what Kueue admitted of it,
+// and its reclaimable pods.
+type podSetCounts struct{ asked, admitted, reclaimable int32 }
+
+// held is how many pods the pod set still holds quota for: the count Kueue admitted, or fewer
+// once reclaimable pods take the pod set's count below it (Kueue counts reclaimable pods off
+// the pod set's count, not off the count it admitted).
+func (c podSetCounts) held() int32 { return max(min(c.admitted, c.asked-c.reclaimable), 0) }
+
+// elasticCounts are the counts of the elastic type's pod set in an admitted Workload.
+func elasticCounts(wl *kueue.Workload, elastic *engine.Elastic) (c podSetCounts, ok bool) {
 	if wl == nil || elastic == nil || wl.Status.Admission == nil {
-		return ps, 0, 0, false
+		return c, false
 	}
 	name := podSetName(elastic.Type)
-	for _, p := range wl.Spec.PodSets {
-		if p.Name == name {
-			ps, admitted, ok = p, p.Count, true
+	for _, ps := range wl.Spec.PodSets {
+		if ps.Name == name {
+			c.asked, c.admitted, ok = ps.Count, ps.Count, true
 		}
 	}
 	for _, psa := range wl.Status.Admission.PodSetAssignments {
 		if psa.Name == name && psa.Count != nil {
-			admitted = *psa.Count
+			c.admitted = *psa.Count
 		}
 	}
 	for _, rp := range wl.Status.ReclaimablePods {
 		if rp.Name == name {
-			reclaimable = rp.Count
+			c.reclaimable = rp.Count
 		}
 	}
-	return ps, admitted, reclaimable, ok
+	return c, ok
 }
 
 // elasticReclaimable hands back to Kueue, at once, the quota of the elastic type's pods a
@@ -200,7 +203,7 @@ func elasticPodSet(wl *kueue.Workload, elastic *engine.Elastic) (ps kueue.PodSet
 // reclaimable pods that only grow, so a shrink's quota does not come back to this Workload:
 // the job regrows at most to what it still holds.
 func elasticReclaimable(wl *kueue.Workload, r engine.Report, elastic *engine.Elastic) []kueue.ReclaimablePod {
-	held, ok := elasticHeld(wl, elastic)
+	c, ok := elasticCounts(wl, elastic)
 	if !ok || !meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) ||
 		meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadFinished) {
 		return nil
@@ -211,16 +214,16 @@ func elasticReclaimable(wl *kueue.Workload, r engine.Report, elastic *engine.Ela
 			size = int32(len(t.Replicas))
 		}
 	}
-	if size >= held {
+	if size >= c.held() {
 		return nil
 	}
-	ps, _, _, _ := elasticPodSet(wl, elastic)
+	name := podSetName(elastic.Type)
 	pods := slices.Clone(wl.Status.ReclaimablePods)
-	i := slices.IndexFunc(pods, func(rp kueue.ReclaimablePod) bool { return rp.Name == ps.Name })
+	i := slices.IndexFunc(pods, func(rp kueue.ReclaimablePod) bool { return rp.Name == name })
 	if i < 0 {
-		pods = append(pods, kueue.ReclaimablePod{Name: ps.Name})
+		pods = append(pods, kueue.ReclaimablePod{Name: name})
 		i = len(pods) - 1
 	}
-	pods[i].Count = max(pods[i].Count, ps.Count-size)
+	pods[i].Count = max(pods[i].Count, c.asked-size)
 	return pods
 }

@@ -165,7 +165,11 @@ func (c *Cluster) StartKueue(ctx context.Context, opts KueueOptions) (err error)
 	}
 
 	c.step("starting kueue")
-	if err := c.run("kueue", filepath.Join(c.opts.BinDir, "kueue"), "--config="+config, "--kubeconfig="+c.Kubeconfig); err != nil {
+	args := []string{"--config=" + config, "--kubeconfig=" + c.Kubeconfig}
+	if level := os.Getenv("T9K_KUEUE_LOG_LEVEL"); level != "" {
+		args = append(args, "--zap-log-level="+level)
+	}
+	if err := c.run("kueue", filepath.Join(c.opts.BinDir, "kueue"), args...); err != nil {
 		return err
 	}
 	if err := c.waitFor(ctx, "kueue's webhooks", 90*time.Second, k.webhooksAnswer); err != nil {

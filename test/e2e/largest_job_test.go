@@ -20,9 +20,11 @@ import (
 // TestLargestJob: the largest GenericJob the CRD admits (apivalidation.MaxReplicas replicas, the
 // longest name) runs on the kwok nodes and reaches Running with every replica in its status:
 // the controller could write that status. The job is then deleted with its pods, so that the
-// tests after it do not wait on them.
+// tests after it do not wait on them. It holds the fake nodes alone: kwok writes the status of
+// its pods at about fifty a second, and a test beside it saw its own pods wait so long behind
+// them that Kueue's waitForPodsReady timeout evicted its job.
 func TestLargestJob(t *testing.T) {
-	parallel(t)
+	parallel(t, fakeNodes.all())
 	ns := namespace(t)
 	ctx := context.Background()
 	// The longest name the CRD allows: <name>-worker-<rank> fits in 63 characters.

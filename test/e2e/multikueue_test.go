@@ -74,11 +74,19 @@ func useMultiKueue(t *testing.T) []*mkWorker {
 // parallelMultiKueue is parallel for a test on MultiKueue's workers: Kueue first, in the
 // sequential phase (its first start restarts the controller), then the workers, started once
 // by the first test that holds them, beside the tests that need no workers.
+//
+// Every worker is connected before the test goes on: MultiKueue dispatches a Workload to the
+// workers connected when it reserves quota and does not come back to one that connects later,
+// and a test before may have stopped a worker's API server.
 func parallelMultiKueue(t *testing.T, uses ...use) []*mkWorker {
 	t.Helper()
 	useKueue(t)
 	parallel(t, uses...)
-	return useMultiKueue(t)
+	workers := useMultiKueue(t)
+	for _, w := range workers {
+		waitWorkerActive(t, w)
+	}
+	return workers
 }
 
 // startWorkers starts two worker clusters with Kueue, the CRDs and a controller each, and
@@ -168,6 +176,29 @@ func waitWorkerActive(t *testing.T, w *mkWorker) {
 		c, err := env.dynamic.Resource(gvr).Get(ctx, w.name, metav1.GetOptions{})
 		return err == nil && cluster.ConditionTrue(c, "Active"), nil
 	})
+}
+
+// waitWorkerServes waits until a job submitted to worker w itself, in namespace ns, runs
+// there. After its API server is back, the worker's Kueue, controller and kwok reconnect by
+// their own backoff (client-go's reflectors wait up to a minute): the tests after one that
+// stopped the API server need them back, not only the manager's connection.
+func waitWorkerServes(t *testing.T, w *mkWorker, ns string) {
+	t.Helper()
+	job := multiKueueJob("probe", 1)
+	job.Spec.Lifecycle.ManagedBy = "" // run by the worker's own controller, queued in its own Kueue
+	jobs := w.jobs.BatchV1beta1().GenericJobs(ns)
+	start := time.Now()
+	if _, err := jobs.Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a job submitted to "+w.name+" running there", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := jobs.Get(ctx, job.Name, metav1.GetOptions{})
+		return err == nil && j.Status.Phase == batch.JobRunning, nil
+	})
+	t.Logf("a job submitted to %s ran there in %.1fs", w.name, time.Since(start).Seconds())
+	if err := jobs.Delete(context.Background(), job.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // mkNamespace makes the test's namespace on the manager and on every worker, with a
@@ -773,6 +804,7 @@ func TestMultiKueueWorkerLost(t *testing.T) {
 	t.Logf("once %s was back, the copy on %s is left", lost.name, found[0].name)
 	waitJob(t, ns, job.Name, "Running on "+found[0].name, func(j *batch.GenericJob) bool { return j.Status.Phase == batch.JobRunning })
 	waitWorkerActive(t, lost) // for the tests after this one
+	waitWorkerServes(t, lost, ns)
 	if err := env.jobs.BatchV1beta1().GenericJobs(ns).Delete(context.Background(), job.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -27,5 +27,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(reports, reportDuration, statusWrites, tokenReviews)
+	metrics.Register(reports, reportDuration, statusWrites, tokenReviews)
 }

@@ -17,7 +17,7 @@ type jobsCollector struct {
 
 var jobs = &jobsCollector{sources: map[string]func() []string{}}
 
-func init() { Registry.MustRegister(jobs) }
+func init() { Register(jobs) }
 
 // ReportJobs makes t9k_jobs{kind} count the phases that phases returns (one per job; "" for a
 // job without a phase yet is reported as Pending).

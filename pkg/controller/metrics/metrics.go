@@ -101,7 +101,7 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(PhaseTransitions, SyncDuration, ChildrenCreated, ChildrenUpdated, ChildrenDeleted, Restarts, Disruptions, FailurePolicyDecisions, Stalls, TTLDeletions, QueueEvictions, APIRequests, BuildInfo,
+	Register(PhaseTransitions, SyncDuration, ChildrenCreated, ChildrenUpdated, ChildrenDeleted, Restarts, Disruptions, FailurePolicyDecisions, Stalls, TTLDeletions, QueueEvictions, APIRequests, BuildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	build := version.Get()
 	BuildInfo.WithLabelValues(build.Version, build.Revision, build.GoVersion).Set(1)
@@ -193,7 +193,7 @@ func registerWorkqueueMetrics() {
 		longestRun:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_longest_running_processor_seconds", Help: "Seconds the longest running processor has been running."}, []string{"name"}),
 		retriesCounter: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workqueue_retries_total", Help: "Retries handled by the workqueue."}, []string{"name"}),
 	}
-	Registry.MustRegister(p.depth, p.addsCounter, p.latency, p.workDuration, p.unfinished, p.longestRun, p.retriesCounter)
+	Register(p.depth, p.addsCounter, p.latency, p.workDuration, p.unfinished, p.longestRun, p.retriesCounter)
 	workqueue.SetProvider(p)
 }
 
@@ -247,7 +247,7 @@ func (a resultAdapter) Increment(_ context.Context, code, method, host string) {
 }
 
 func registerRESTClientMetrics() {
-	Registry.MustRegister(restLatency, restResults, restRateLimiterLatency)
+	Register(restLatency, restResults, restRateLimiterLatency)
 	clientmetrics.Register(clientmetrics.RegisterOpts{
 		RequestLatency:     latencyAdapter{restLatency},
 		RateLimiterLatency: latencyAdapter{restRateLimiterLatency},

@@ -32,3 +32,23 @@ func TestBuildInfoNamesTheRunningBuild(t *testing.T) {
 	}
 	t.Fatal("no t9k_build_info in the registry")
 }
+
+func TestSeriesNamesIncludeVectorsWithoutSeries(t *testing.T) {
+	names, err := SeriesNames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stalls has no series in this test process, yet a dashboard may name it; a histogram
+	// is named with its three series, and the Go collector's metrics are there too.
+	for _, want := range []string{"t9k_job_stalls_total", "t9k_jobs", "t9k_job_sync_duration_seconds_bucket",
+		"t9k_job_sync_duration_seconds_count", "workqueue_queue_duration_seconds_sum", "go_goroutines", "process_resident_memory_bytes"} {
+		if !names[want] {
+			t.Errorf("SeriesNames has no %s", want)
+		}
+	}
+	for _, unknown := range []string{"t9k_job_stalls", "t9k_job_stalls_total_bucket", "t9k_jobs_sum"} {
+		if names[unknown] {
+			t.Errorf("SeriesNames has %s, which the controller never serves", unknown)
+		}
+	}
+}

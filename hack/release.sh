@@ -3,7 +3,10 @@
 #   install.yaml                         the namespace, CRDs, RBAC, the users' roles and the Deployment, its image
 #                                        pinned by digest (kustomize build of manifests/)
 #   t9k-job-controller-vX.Y.Z.oci.tar    the image (linux/amd64 and linux/arm64), as make image
-#   SHA256SUMS                           of both
+#   grafana-dashboard.json               the Grafana dashboard (manifests/monitoring/dashboard.json)
+#   prometheus-alerts.yaml               the alert rules as a Prometheus rules file (manifests/monitoring/alerts.yaml)
+#   prometheusrule.yaml                  the same rules in a PrometheusRule, for the Prometheus Operator
+#   SHA256SUMS                           of them all
 # The image is named $IMAGE:vX.Y.Z; push it there (go run ./hack/image push --archive ...)
 # before users apply install.yaml. Nothing is pushed or tagged here (docs/install.md,
 # "Releasing").
@@ -50,6 +53,21 @@ grep -q "image: $IMAGE:$VERSION@$digest" "$DIST/install.yaml" || {
   echo "release: install.yaml does not name $IMAGE:$VERSION@$digest" >&2
   exit 1
 }
-(cd "$DIST" && sha256sum install.yaml "$(basename "$archive")" > SHA256SUMS)
+# Monitoring (docs/monitoring.md): the dashboard and the rules as they are, and the rules in a
+# PrometheusRule whose spec is the rules file's groups.
+cp manifests/monitoring/dashboard.json "$DIST/grafana-dashboard.json"
+cp manifests/monitoring/alerts.yaml "$DIST/prometheus-alerts.yaml"
+{
+  echo "# t9k-jobs $VERSION alert rules for the Prometheus Operator: kubectl apply -f prometheusrule.yaml"
+  echo "apiVersion: monitoring.coreos.com/v1"
+  echo "kind: PrometheusRule"
+  echo "metadata:"
+  echo "  name: t9k-jobs"
+  echo "  namespace: t9k-system"
+  echo "  labels: {app.kubernetes.io/name: t9k-jobs}"
+  echo "spec:"
+  grep -v '^#' manifests/monitoring/alerts.yaml | sed 's/^/  /'
+} > "$DIST/prometheusrule.yaml"
+(cd "$DIST" && sha256sum install.yaml "$(basename "$archive")" grafana-dashboard.json prometheus-alerts.yaml prometheusrule.yaml > SHA256SUMS)
 echo "release $VERSION in $DIST/: image $IMAGE:$VERSION@$digest"
 cat "$DIST/SHA256SUMS"

@@ -69,6 +69,7 @@ func TestInstalledController(t *testing.T) {
 		realMPIJob(t)
 	})
 	t.Run("failover", func(t *testing.T) { checkFailover(t, pods, leader, devImage) })
+	t.Run("monitoring", checkReleaseMonitoring)
 	t.Run("killed", func(t *testing.T) { checkKilledLeader(t, devImage) })
 
 	// An upgrade is `kubectl apply --server-side` of the newer install.yaml (here: the release

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -119,7 +120,7 @@ func Describe(s *batch.JobStatus) string {
 	line := fmt.Sprintf("%s; replicas: %d running, %d succeeded, %d failed", s.Phase, a.Running, a.Succeeded, a.Failed)
 	for _, c := range s.Conditions {
 		if string(c.Type) == string(s.Phase) && c.Message != "" {
-			line += "; " + c.Message
+			line += "; " + strings.TrimSuffix(c.Message, ".")
 		}
 	}
 	switch p := s.Progress; {
@@ -133,13 +134,14 @@ func Describe(s *batch.JobStatus) string {
 	return line
 }
 
-// ShowRefusal submits a GenericJob the API refuses (a replica type without a template) and
+// ShowRefusal submits a GenericJob the API refuses (a replica type of -1 replicas) and
 // prints what the refusal holds: for a refused field, an Invalid error whose causes name the
 // field and why.
 func ShowRefusal(ctx context.Context, out io.Writer, client versioned.Interface, ns string) error {
 	bad := &batch.GenericJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "example-refused", Namespace: ns},
-		Spec:       batch.GenericJobSpec{ReplicaSpecs: []batch.GenericReplicaSpec{{Type: "worker", Replicas: ptr.To[int32](-1)}}},
+		Spec: batch.GenericJobSpec{ReplicaSpecs: []batch.GenericReplicaSpec{{Type: "worker", Replicas: ptr.To[int32](-1),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox:1.36"}}}}}}},
 	}
 	_, err := client.BatchV1beta1().GenericJobs(ns).Create(ctx, bad, metav1.CreateOptions{})
 	if err == nil {
@@ -164,6 +166,10 @@ func Refusal(err error) []string {
 	}
 	lines := []string{fmt.Sprintf("refused (%s, %d): %s %q", s.Reason, s.Code, s.Details.Kind, s.Details.Name)}
 	for _, c := range s.Details.Causes {
+		if c.Field == "" || c.Field == "<nil>" { // a cause of the whole object
+			lines = append(lines, "  "+c.Message)
+			continue
+		}
 		lines = append(lines, fmt.Sprintf("  %s: %s", c.Field, c.Message))
 	}
 	return lines

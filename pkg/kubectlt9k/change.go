@@ -1,0 +1,153 @@
+package kubectlt9k
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
+)
+
+// fieldManager names the plugin in the managed fields of what it changes.
+const fieldManager = "kubectl-t9k"
+
+// SetPaused pauses or resumes the job ref as docs/changing-jobs.md says
+// (spec.runMode.pause.enabled), and, unless o.NoWait, waits until the job says so.
+func (o *Options) SetPaused(ctx context.Context, ref string, paused bool) error {
+	j, err := find(ctx, o.Jobs, o.Namespace, ref)
+	if err != nil {
+		return err
+	}
+	name := strings.ToLower(j.Kind.Name) + "/" + j.GetName()
+	was := j.JobStatus().Phase
+	verb, want := "paused", []batch.JobPhase{batch.JobPaused}
+	if !paused {
+		verb, want = "resumed", []batch.JobPhase{batch.JobRunning, batch.JobSucceeded, batch.JobFailed}
+	}
+	if isPaused(j) == paused {
+		fmt.Fprintf(o.Out, "%s is already %s: spec.runMode.pause.enabled is %t (phase %s)\n", name, verb, paused, orDash(string(was)))
+		return nil
+	}
+	patch := fmt.Sprintf(`{"spec":{"runMode":{"pause":{"enabled":%t}}}}`, paused)
+	if err := patchJob(ctx, o.Jobs, j, []byte(patch)); err != nil {
+		return explain(err, "patch", j.Kind, j.GetNamespace())
+	}
+	if o.NoWait {
+		fmt.Fprintf(o.Out, "%s %s (was %s); `kubectl t9k get %s -w` follows it\n", name, verb, orDash(string(was)), name)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	now, err := o.waitUntil(ctx, j, func(j job) bool {
+		s := j.JobStatus()
+		if paused {
+			// Paused at once; its condition says Pausing until the last pod is gone.
+			for _, c := range s.Conditions {
+				if c.Type == batch.JobConditionPaused {
+					return s.Phase == batch.JobPaused && c.Status == corev1.ConditionTrue && c.Reason != "Pausing"
+				}
+			}
+			return false
+		}
+		return slices.Contains(want, s.Phase)
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: spec.runMode.pause.enabled is %t, but the job is not %s after %s; `kubectl t9k why %s` says why", name, paused, verb, o.Timeout, name)
+	}
+	if err != nil {
+		return err
+	}
+	a := now.JobStatus().Aggregate
+	fmt.Fprintf(o.Out, "%s %s: %s (was %s), %d replicas running\n", name, verb, now.JobStatus().Phase, orDash(string(was)), a.Running)
+	return nil
+}
+
+// patchJob merge-patches a job of any kind, as kubectl patch --type merge does.
+func patchJob(ctx context.Context, client versioned.Interface, j job, patch []byte) error {
+	c, ns, name := client.BatchV1beta1(), j.GetNamespace(), j.GetName()
+	opts := metav1.PatchOptions{FieldManager: fieldManager}
+	var err error
+	switch j.Kind.Resource {
+	case "genericjobs":
+		_, err = c.GenericJobs(ns).Patch(ctx, name, types.MergePatchType, patch, opts)
+	case "mpijobs":
+		_, err = c.MPIJobs(ns).Patch(ctx, name, types.MergePatchType, patch, opts)
+	case "colossalaijobs":
+		_, err = c.ColossalAIJobs(ns).Patch(ctx, name, types.MergePatchType, patch, opts)
+	case "tensorflowtrainingjobs":
+		_, err = c.TensorFlowTrainingJobs(ns).Patch(ctx, name, types.MergePatchType, patch, opts)
+	default:
+		_, err = c.XGBoostTrainingJobs(ns).Patch(ctx, name, types.MergePatchType, patch, opts)
+	}
+	return err
+}
+
+// isPaused reads spec.runMode.pause.enabled of any kind.
+func isPaused(j job) bool {
+	var mode *batch.RunMode
+	switch o := j.jobObject.(type) {
+	case *batch.GenericJob:
+		mode = o.Spec.RunMode
+	case *batch.MPIJob:
+		mode = o.Spec.RunMode
+	case *batch.ColossalAIJob:
+		mode = o.Spec.RunMode
+	case *batch.TensorFlowTrainingJob:
+		mode = o.Spec.RunMode
+	case *batch.XGBoostTrainingJob:
+		mode = o.Spec.RunMode
+	}
+	return mode != nil && mode.Pause != nil && mode.Pause.Enabled
+}
+
+// Scale sets the size of a GenericJob's elastic type through its scale subresource, as
+// kubectl scale does (docs/elastic.md), and, unless o.NoWait, waits until it runs at that size.
+func (o *Options) Scale(ctx context.Context, ref string, replicas int32) error {
+	j, err := find(ctx, o.Jobs, o.Namespace, ref)
+	if err != nil {
+		return err
+	}
+	name := strings.ToLower(j.Kind.Name) + "/" + j.GetName()
+	g, ok := j.jobObject.(*batch.GenericJob)
+	if !ok {
+		return fmt.Errorf("%s cannot be resized: only a GenericJob with spec.elastic has a size to change (docs/elastic.md)", name)
+	}
+	if g.Spec.Elastic == nil {
+		return fmt.Errorf("%s has no spec.elastic: give it one (its type, minimum and maximum) to resize it (docs/elastic.md)", name)
+	}
+	jobs := o.Jobs.BatchV1beta1().GenericJobs(j.GetNamespace())
+	scale, err := jobs.GetScale(ctx, j.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return explain(err, "get the scale of", j.Kind, j.GetNamespace())
+	}
+	was := scale.Spec.Replicas
+	scale.Spec.Replicas = replicas
+	if _, err := jobs.UpdateScale(ctx, j.GetName(), scale, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+		return explain(err, "scale", j.Kind, j.GetNamespace())
+	}
+	if o.NoWait {
+		fmt.Fprintf(o.Out, "%s scaled from %d to %d\n", name, was, replicas)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	_, err = o.waitUntil(ctx, j, func(j job) bool {
+		e := j.JobStatus().Elastic
+		return e != nil && e.Replicas == replicas
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: asked for %d replicas, but it does not run at that size after %s; `kubectl t9k why %s` says why", name, replicas, o.Timeout, name)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "%s scaled from %d to %d: %d running\n", name, was, replicas, replicas)
+	return nil
+}

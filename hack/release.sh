@@ -6,6 +6,9 @@
 #   grafana-dashboard.json               the Grafana dashboard (manifests/monitoring/dashboard.json)
 #   prometheus-alerts.yaml               the alert rules as a Prometheus rules file (manifests/monitoring/alerts.yaml)
 #   prometheusrule.yaml                  the same rules in a PrometheusRule, for the Prometheus Operator
+#   kubectl-t9k_vX.Y.Z_<os>_<arch>.tar.gz the kubectl plugin (docs/kubectl-plugin.md), for each of
+#                                        $PLUGIN_PLATFORMS (linux and darwin, amd64 and arm64)
+#   t9k.yaml                             the plugin's krew manifest, naming each archive's sha256
 #   SHA256SUMS                           of them all
 # The image is named $IMAGE:vX.Y.Z; push it there (go run ./hack/image push --archive ...)
 # before users apply install.yaml. Nothing is pushed or tagged here (docs/install.md,
@@ -22,6 +25,9 @@ fi
 BASE_IMAGE=$(sed -n 's/^ *newName: *//p' manifests/kustomization.yaml)
 IMAGE=${IMAGE:-$BASE_IMAGE}
 DIST=${DIST:-dist}
+PLUGIN_PLATFORMS=${PLUGIN_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}
+# Where the plugin's archives are downloaded from, for the krew manifest.
+DOWNLOAD_URL=${DOWNLOAD_URL:-https://github.com/t9k-jobs/t9k-jobs/releases/download/$VERSION}
 
 archive=$DIST/t9k-job-controller-$VERSION.oci.tar
 rm -rf "$DIST"
@@ -68,6 +74,46 @@ cp manifests/monitoring/alerts.yaml "$DIST/prometheus-alerts.yaml"
   echo "spec:"
   grep -v '^#' manifests/monitoring/alerts.yaml | sed 's/^/  /'
 } > "$DIST/prometheusrule.yaml"
-(cd "$DIST" && sha256sum install.yaml "$(basename "$archive")" grafana-dashboard.json prometheus-alerts.yaml prometheusrule.yaml > SHA256SUMS)
+# The kubectl plugin: one archive per platform, reproducible (sorted, no times or owners), and
+# krew's manifest of them.
+plugin_build=$(mktemp -d _output/release-plugin.XXXXXX)
+trap 'rm -rf "$overlay" "$plugin_build"' EXIT
+ldflags="-s -w -X github.com/t9k-jobs/t9k-jobs/pkg/version.version=$VERSION -X github.com/t9k-jobs/t9k-jobs/pkg/version.revision=$(git rev-parse HEAD)"
+platforms_yaml=""
+plugins=()
+for platform in $PLUGIN_PLATFORMS; do
+  os=${platform%/*} arch=${platform#*/}
+  name="kubectl-t9k_${VERSION}_${os}_${arch}.tar.gz"
+  mkdir -p "$plugin_build/$os-$arch"
+  CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$plugin_build/$os-$arch/kubectl-t9k" ./cmd/kubectl-t9k
+  tar -C "$plugin_build/$os-$arch" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - kubectl-t9k | gzip -n > "$DIST/$name"
+  sum=$(sha256sum "$DIST/$name" | cut -d' ' -f1)
+  plugins+=("$name")
+  platforms_yaml+="  - selector:
+      matchLabels: {os: $os, arch: $arch}
+    uri: $DOWNLOAD_URL/$name
+    sha256: $sum
+    bin: kubectl-t9k
+"
+done
+cat > "$DIST/t9k.yaml" <<YAML
+# krew manifest of kubectl t9k $VERSION: kubectl krew install --manifest=t9k.yaml
+apiVersion: krew.googlecontainertools.github.com/v1alpha2
+kind: Plugin
+metadata:
+  name: t9k
+spec:
+  version: $VERSION
+  homepage: https://github.com/t9k-jobs/t9k-jobs
+  shortDescription: Jobs of t9k-jobs' five kinds in one table, why they wait, their logs
+  description: |
+    kubectl t9k lists GenericJobs, MPIJobs, ColossalAIJobs, TensorFlowTrainingJobs and
+    XGBoostTrainingJobs in one table, says why a job waits, failed or restarted, prints
+    every replica's log interleaved, and pauses, resumes and resizes jobs.
+  platforms:
+$platforms_yaml
+YAML
+(cd "$DIST" && sha256sum install.yaml "$(basename "$archive")" grafana-dashboard.json prometheus-alerts.yaml prometheusrule.yaml \
+  "${plugins[@]}" t9k.yaml > SHA256SUMS)
 echo "release $VERSION in $DIST/: image $IMAGE:$VERSION@$digest"
 cat "$DIST/SHA256SUMS"

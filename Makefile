@@ -36,11 +36,14 @@ TAG ?= $(shell sed -n 's/^ *newTag: *//p' manifests/kustomization.yaml)
 VERSION ?= $(shell hack/version.sh)
 IMAGE_ARCHIVE ?= _output/image/t9k-job-controller.oci.tar
 
-.PHONY: build generate verify test test-unit test-e2e tools images cluster-up cluster-down run bench image push release
+.PHONY: build generate verify test test-unit test-e2e tools images cluster-up cluster-down run bench image push release plugin
 
 build: ## compile everything
 	go build ./...
 	@if [ -d cmd ]; then go build -o bin/ ./cmd/...; fi
+
+plugin: ## the kubectl plugin, bin/kubectl-t9k: put it on your PATH to run `kubectl t9k` (docs/kubectl-plugin.md)
+	go build -o bin/kubectl-t9k ./cmd/kubectl-t9k
 
 generate: ## regenerate clients, deepcopy, OpenAPI and CRDs from pkg/apis
 	hack/update-codegen.sh
@@ -56,7 +59,7 @@ image: ## build the controller's image, linux/amd64 and linux/arm64, as an OCI a
 push: image ## build the image and push it, every platform, to $(IMAGE):$(TAG) with your registry credentials (docker login)
 	go run ./hack/image push --archive $(IMAGE_ARCHIVE) --image $(IMAGE):$(TAG)
 
-release: ## VERSION=vX.Y.Z: dist/ with install.yaml (the image pinned by digest), the image archive and SHA256SUMS
+release: ## VERSION=vX.Y.Z: dist/ with install.yaml (the image pinned by digest), the image archive, the monitoring files, the kubectl plugin and its krew manifest, and SHA256SUMS
 	IMAGE=$(IMAGE) VERSION=$(VERSION) hack/release.sh
 
 tools: ## build (once) the local control plane's binaries

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -19,6 +20,11 @@ func main() {
 	defer stop()
 	cmd := kubectlt9k.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
 	if err := cmd.ExecuteContext(ctx); err != nil {
+		// A command run by exec that failed: its exit code is ours, as with kubectl exec.
+		var exited interface{ ExitStatus() int }
+		if errors.As(err, &exited) {
+			os.Exit(exited.ExitStatus())
+		}
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}

@@ -285,3 +285,62 @@ func TestFollowEndsWithTheJob(t *testing.T) {
 		t.Errorf("got %q", out.String())
 	}
 }
+
+func TestExecFindsTheReplicaOrSaysWhichThereAre(t *testing.T) {
+	o, _, _ := fixture(running())
+	pod := func(typ, rank string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "train-" + typ + "-" + rank, Labels: map[string]string{
+			batch.LabelJobName: "train", batch.LabelControllerUID: "uid-train", batch.LabelReplicaType: typ, batch.LabelReplicaIndex: rank}}}
+	}
+	o.Kube = kubefake.NewClientset(pod("worker", "0"), pod("worker", "1"), pod("ps", "0"))
+	ctx := context.Background()
+	j, err := find(ctx, o.Jobs, "team", "train")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := o.replicaPod(ctx, j, "worker", 1); err != nil || p.Name != "train-worker-1" {
+		t.Errorf("worker 1: %v, %v", p, err)
+	}
+	for _, c := range []struct {
+		typ  string
+		rank int
+		want string
+	}{
+		{"", 0, "genericjob/train has replicas of types ps, worker: say which with --type"},
+		{"worker", 5, "genericjob/train has no pod of type worker and rank 5 now (ranks there: 0, 1)"},
+		{"chief", 0, `genericjob/train has no pod of type "chief" now (its pods' types: ps, worker); ` + "`kubectl t9k why genericjob/train` says why"},
+	} {
+		if _, err := o.replicaPod(ctx, j, c.typ, c.rank); err == nil || err.Error() != c.want {
+			t.Errorf("type %q rank %d: %v, want %q", c.typ, c.rank, err, c.want)
+		}
+	}
+	if err := o.Exec(ctx, "train", ExecOptions{Type: "worker"}, nil); err == nil || !strings.Contains(err.Error(), "no command") {
+		t.Errorf("exec without a command: %v", err)
+	}
+}
+
+func TestDebugCopiesTheJobInDebugMode(t *testing.T) {
+	j := running()
+	j.Spec.ReplicaSpecs = []batch.GenericReplicaSpec{{Type: "worker", Replicas: ptr.To[int32](2)}}
+	j.Spec.RunMode = &batch.RunMode{Pause: &batch.PauseMode{Enabled: true},
+		Debug: &batch.DebugMode{ReplicaSpecs: []batch.ReplicaDebugSet{{Type: "worker", SkipInitContainer: true}}}}
+	o, out, _ := fixture(j)
+	o.NoWait = true
+	if err := o.Debug(context.Background(), "train"); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := o.Jobs.BatchV1beta1().GenericJobs("team").Get(context.Background(), "train-debug", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := cp.Spec.RunMode
+	if m == nil || m.Pause != nil || m.Debug == nil || !m.Debug.Enabled || len(m.Debug.ReplicaSpecs) != 1 || !m.Debug.ReplicaSpecs[0].SkipInitContainer {
+		t.Errorf("the copy's runMode %+v: want debug on, the original's per-type settings kept, no pause", m)
+	}
+	if *cp.Spec.ReplicaSpecs[0].Replicas != 2 || cp.Labels[queueLabel] != "team-a" {
+		t.Errorf("the copy's spec or labels differ from the original's: %+v %v", cp.Spec.ReplicaSpecs, cp.Labels)
+	}
+	if got, want := out.String(), "genericjob/train-debug made in debug mode; `kubectl t9k get genericjob/train-debug -w` follows it\n"; got != want {
+		t.Errorf("printed %q, want %q", got, want)
+	}
+}

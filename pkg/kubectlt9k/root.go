@@ -10,6 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
 	"github.com/t9k-jobs/t9k-jobs/pkg/version"
@@ -18,6 +19,7 @@ import (
 // Options is what every command needs: the clients, the namespace ("" with
 // --all-namespaces) and where to write.
 type Options struct {
+	REST      *rest.Config // for exec's streams
 	Jobs      versioned.Interface
 	Kube      kubernetes.Interface
 	Namespace string
@@ -39,14 +41,14 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	var timeout time.Duration
 	o := &Options{Out: streams.Out, ErrOut: streams.ErrOut}
 	connect := func() error {
-		rest, err := config.ToRESTConfig()
-		if err != nil {
+		var err error
+		if o.REST, err = config.ToRESTConfig(); err != nil {
 			return err
 		}
-		if o.Jobs, err = versioned.NewForConfig(rest); err != nil {
+		if o.Jobs, err = versioned.NewForConfig(o.REST); err != nil {
 			return err
 		}
-		if o.Kube, err = kubernetes.NewForConfig(rest); err != nil {
+		if o.Kube, err = kubernetes.NewForConfig(o.REST); err != nil {
 			return err
 		}
 		if o.Namespace, _, err = config.ToRawKubeConfigLoader().Namespace(); err != nil {
@@ -137,11 +139,37 @@ KIND/NAME (genericjob/train, gj/train, mpijob/x, ...).`,
 		},
 	}
 	scale.Flags().Int32Var(&replicas, "replicas", 0, "the size to run at")
-	for _, c := range []*cobra.Command{pause, resume, scale} {
+	var execOpts ExecOptions
+	exec := &cobra.Command{
+		Use:   "exec JOB [--type T] [--rank N] [-it] -- COMMAND [ARGS...]",
+		Short: "Run a command in a replica, named by its type and rank",
+		Example: `  kubectl t9k exec train --type worker --rank 1 -- nvidia-smi
+  kubectl t9k exec mpijob/hvd --type launcher -it -- bash`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 1 {
+				return fmt.Errorf("name the job, then the command after --: kubectl t9k exec JOB --type T --rank N -- COMMAND")
+			}
+			execOpts.In = streams.In
+			return o.Exec(cmd.Context(), args[0], execOpts, args[1:])
+		},
+	}
+	exec.Flags().StringVar(&execOpts.Type, "type", "", "the replica type (needed when the job has more than one)")
+	exec.Flags().IntVar(&execOpts.Rank, "rank", 0, "the replica's rank")
+	exec.Flags().StringVarP(&execOpts.Container, "container", "c", "", "a container other than the replica's main one")
+	exec.Flags().BoolVarP(&execOpts.Stdin, "stdin", "i", false, "pass stdin to the command")
+	exec.Flags().BoolVarP(&execOpts.TTY, "tty", "t", false, "give the command a terminal")
+	debug := &cobra.Command{
+		Use:   "debug JOB",
+		Short: "Make a copy of a job in debug mode (NAME-debug): its replicas wait to be exec'd into instead of training",
+		Args:  cobra.ExactArgs(1),
+		RunE:  func(cmd *cobra.Command, args []string) error { return o.Debug(cmd.Context(), args[0]) },
+	}
+	for _, c := range []*cobra.Command{pause, resume, scale, debug} {
 		c.Flags().BoolVar(&noWait, "no-wait", false, "return once the change is written, without waiting for the job to show it")
 		c.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the job to show the change")
 	}
-	root.AddCommand(get, why, logs, pause, resume, scale)
+	root.AddCommand(get, why, logs, pause, resume, scale, exec, debug)
 	root.SetContext(context.Background())
 	return root
 }

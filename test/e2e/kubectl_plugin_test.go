@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,6 +137,18 @@ genericjob   trainer   Running   2/2       -          0          -       <age>
 		t.Errorf("kubectl t9k resume: %v: %q", err, out)
 	}
 
+	// debug: a copy in debug mode, running, whose pods say they run in debug mode.
+	out, err = kubectlT9k(t, "-n", ns, "debug", "trainer")
+	if err != nil || !strings.HasPrefix(out, "genericjob/trainer-debug runs in debug mode (2 replicas)") ||
+		!strings.Contains(out, "kubectl t9k exec genericjob/trainer-debug -n "+ns+" --type worker --rank 0 -it -- sh") {
+		t.Errorf("kubectl t9k debug: %v\n%s", err, out)
+	}
+	for _, p := range jobPods(t, ns, "trainer-debug-") {
+		if p.Annotations[batch.AnnotationRunMode] != batch.RunModeDebug {
+			t.Errorf("pod %s of the debug copy is not in debug mode: %v", p.Name, p.Annotations)
+		}
+	}
+
 	for args, want := range map[string]string{
 		"get nothere":                `error: no job named "nothere" in namespace "` + ns + `" (of any of the five kinds); ` + "`kubectl t9k get` lists them\n",
 		"why pytorchjob/x":           `error: unknown kind "pytorchjob": want one of genericjob (gj), mpijob (mj), colossalaijob (caj), tensorflowtrainingjob (tfj), xgboosttrainingjob (xgbj)` + "\n",
@@ -207,5 +220,20 @@ func TestKubectlPluginLogs(t *testing.T) {
 	out, err = kubectlT9k(t, "-n", ns, "logs", "talk", "--rank", "1")
 	if err != nil || out != "worker-1| worker 1 first\nworker-1| worker 1 second\n" {
 		t.Errorf("kubectl t9k logs --rank 1: %v: %q", err, out)
+	}
+
+	// exec runs in the replica named by type and rank; its output and exit code come back.
+	shell := realNodeJob("shell", "sleep", "600")
+	shell.Spec.ReplicaSpecs[0].Replicas = ptr.To[int32](2)
+	createJob(t, ns, shell)
+	waitGenericPhase(t, ns, "shell", batch.JobRunning)
+	out, err = kubectlT9k(t, "-n", ns, "exec", "shell", "--rank", "1", "--", "sh", "-c", "cat /etc/hostname; exit 3")
+	var exit *exec.ExitError
+	if out != "shell-worker-1\n" || !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Errorf("kubectl t9k exec shell --rank 1: %v: %q, want the pod's host name and the command's exit code 3", err, out)
+	}
+	out, err = kubectlT9k(t, "-n", ns, "exec", "shell", "--rank", "7", "--", "true")
+	if err == nil || !strings.Contains(out, "genericjob/shell has no pod of type worker and rank 7 now (ranks there: 0, 1)") {
+		t.Errorf("kubectl t9k exec to a rank that is not there: %v: %q", err, out)
 	}
 }

@@ -1,0 +1,95 @@
+package kubectlt9k
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+)
+
+// Debug makes a copy of the job ref in debug mode (spec.runMode.debug, which a job cannot
+// turn on once made: docs/changing-jobs.md), named NAME-debug: every replica runs its debug
+// command (sleep, or an MPIJob worker's sshd) instead of training, so that a person can
+// exec into it. Unless o.NoWait it waits for the copy to run, then says how to get in.
+func (o *Options) Debug(ctx context.Context, ref string) error {
+	j, err := find(ctx, o.Jobs, o.Namespace, ref)
+	if err != nil {
+		return err
+	}
+	name := j.GetName() + "-debug"
+	copyRef := strings.ToLower(j.Kind.Name) + "/" + name
+	meta := metav1.ObjectMeta{Name: name, Namespace: j.GetNamespace(), Labels: j.GetLabels(),
+		Annotations: map[string]string{batch.GroupName + "/debug-copy-of": j.GetName()}}
+	c := o.Jobs.BatchV1beta1()
+	create := metav1.CreateOptions{FieldManager: fieldManager}
+	var created jobObject
+	switch src := j.jobObject.(type) {
+	case *batch.GenericJob:
+		cp := &batch.GenericJob{ObjectMeta: meta, Spec: *src.Spec.DeepCopy()}
+		keepDebug(&cp.Spec.RunMode)
+		created, err = c.GenericJobs(meta.Namespace).Create(ctx, cp, create)
+	case *batch.MPIJob:
+		cp := &batch.MPIJob{ObjectMeta: meta, Spec: *src.Spec.DeepCopy()}
+		keepDebug(&cp.Spec.RunMode)
+		created, err = c.MPIJobs(meta.Namespace).Create(ctx, cp, create)
+	case *batch.ColossalAIJob:
+		cp := &batch.ColossalAIJob{ObjectMeta: meta, Spec: *src.Spec.DeepCopy()}
+		keepDebug(&cp.Spec.RunMode)
+		created, err = c.ColossalAIJobs(meta.Namespace).Create(ctx, cp, create)
+	case *batch.TensorFlowTrainingJob:
+		cp := &batch.TensorFlowTrainingJob{ObjectMeta: meta, Spec: *src.Spec.DeepCopy()}
+		keepDebug(&cp.Spec.RunMode)
+		created, err = c.TensorFlowTrainingJobs(meta.Namespace).Create(ctx, cp, create)
+	case *batch.XGBoostTrainingJob:
+		cp := &batch.XGBoostTrainingJob{ObjectMeta: meta, Spec: *src.Spec.DeepCopy()}
+		keepDebug(&cp.Spec.RunMode)
+		created, err = c.XGBoostTrainingJobs(meta.Namespace).Create(ctx, cp, create)
+	}
+	if err != nil {
+		return fmt.Errorf("making %s: %w", copyRef, explain(err, "create", j.Kind, meta.Namespace))
+	}
+	if o.NoWait {
+		fmt.Fprintf(o.Out, "%s made in debug mode; `kubectl t9k get %s -w` follows it\n", copyRef, copyRef)
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	running, err := o.waitUntil(wctx, job{j.Kind, created}, func(j job) bool { return j.JobStatus().Phase == batch.JobRunning })
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s is made, but not running after %s; `kubectl t9k why %s` says why", copyRef, o.Timeout, copyRef)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "%s runs in debug mode (%d replicas): every replica runs its debug command instead of training.\n",
+		copyRef, running.JobStatus().Aggregate.Running)
+	if t := firstType(running); t != "" {
+		fmt.Fprintf(o.Out, "  kubectl t9k exec %s -n %s --type %s --rank 0 -it -- sh\n", copyRef, meta.Namespace, t)
+	}
+	fmt.Fprintf(o.Out, "  kubectl delete %s -n %s    # when done\n", copyRef, meta.Namespace)
+	return nil
+}
+
+// keepDebug turns debug mode on in a copy's run mode, keeping the original's per-type debug
+// settings and dropping a pause (the copy is to run).
+func keepDebug(mode **batch.RunMode) {
+	if *mode == nil {
+		*mode = &batch.RunMode{}
+	}
+	(*mode).Pause = nil
+	if (*mode).Debug == nil {
+		(*mode).Debug = &batch.DebugMode{}
+	}
+	(*mode).Debug.Enabled = true
+}
+
+func firstType(j job) string {
+	if t := j.JobStatus().Tasks; len(t) > 0 {
+		return t[0].Type
+	}
+	return ""
+}

@@ -62,8 +62,11 @@ push: image ## build the image and push it, every platform, to $(IMAGE):$(TAG) w
 release: ## VERSION=vX.Y.Z: dist/ with install.yaml (the image pinned by digest), the image archive, the monitoring files, the kubectl plugin and its krew manifest, and SHA256SUMS
 	IMAGE=$(IMAGE) VERSION=$(VERSION) hack/release.sh
 
-tools: ## build (once) the local control plane's binaries
+tools: ## build (once) the local control plane's binaries, and Helm for the chart's tests
 	@hack/lib/tools.sh >/dev/null
+	@# Helm (hack/tools/helm) runs as go tool: built once into Go's cache here, so that the
+	@# chart's unit test and the end-to-end tests do not both build it at once.
+	@go -C hack/tools/helm tool helm version >/dev/null
 
 images: ## build (once; root, mmdebstrap) the real node's training image and print its archive (docs/testing.md, "The training image")
 	@hack/lib/images.sh

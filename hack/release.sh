@@ -9,6 +9,8 @@
 #   kubectl-t9k_vX.Y.Z_<os>_<arch>.tar.gz the kubectl plugin (docs/kubectl-plugin.md), for each of
 #                                        $PLUGIN_PLATFORMS (linux and darwin, amd64 and arm64)
 #   t9k.yaml                             the plugin's krew manifest, naming each archive's sha256
+#   t9k-jobs-X.Y.Z.tgz                   the Helm chart (charts/t9k-jobs), its image this release's,
+#                                        pinned by digest
 #   SHA256SUMS                           of them all
 # The image is named $IMAGE:vX.Y.Z; push it there (go run ./hack/image push --archive ...)
 # before users apply install.yaml. Nothing is pushed or tagged here (docs/install.md,
@@ -113,7 +115,22 @@ spec:
   platforms:
 $platforms_yaml
 YAML
+# The Helm chart, packaged with this release's image as its default: a copy whose links to
+# manifests/ are made files (cp -L), its values naming the image by tag and digest.
+chart_build=$(mktemp -d _output/release-chart.XXXXXX)
+trap 'rm -rf "$overlay" "$plugin_build" "$chart_build"' EXIT
+cp -rL charts/t9k-jobs "$chart_build/t9k-jobs"
+sed -i -e "s|^  repository: .*|  repository: $IMAGE|" -e "s|^  tag: \"\"|  tag: \"$VERSION\"|" -e "s|^  digest: \"\"|  digest: \"$digest\"|" \
+  "$chart_build/t9k-jobs/values.yaml"
+chart_version=${VERSION#v}
+go -C hack/tools/helm tool helm package "$(realpath "$chart_build/t9k-jobs")" --version "$chart_version" --app-version "$VERSION" \
+  --destination "$(realpath "$DIST")" >/dev/null
+grep -q "digest: \"$digest\"" "$chart_build/t9k-jobs/values.yaml" || {
+  echo "release: the chart's values do not name $digest" >&2
+  exit 1
+}
+
 (cd "$DIST" && sha256sum install.yaml "$(basename "$archive")" grafana-dashboard.json prometheus-alerts.yaml prometheusrule.yaml \
-  "${plugins[@]}" t9k.yaml > SHA256SUMS)
+  "${plugins[@]}" t9k.yaml "t9k-jobs-$chart_version.tgz" > SHA256SUMS)
 echo "release $VERSION in $DIST/: image $IMAGE:$VERSION@$digest"
 cat "$DIST/SHA256SUMS"

@@ -71,6 +71,7 @@ func TestInstalledController(t *testing.T) {
 	t.Run("failover", func(t *testing.T) { checkFailover(t, pods, leader, devImage) })
 	t.Run("monitoring", checkReleaseMonitoring)
 	t.Run("plugin", checkReleasePlugin)
+	t.Run("chart", checkReleaseChart)
 	t.Run("killed", func(t *testing.T) { checkKilledLeader(t, devImage) })
 
 	// An upgrade is `kubectl apply --server-side` of the newer install.yaml (here: the release

@@ -150,3 +150,23 @@ func checkReleasePlugin(t *testing.T) {
 		t.Errorf("SHA256SUMS has no line for %s", name)
 	}
 }
+
+// checkReleaseChart: a release holds the Helm chart, whose default image is the release's,
+// pinned by digest as install.yaml pins it.
+func checkReleaseChart(t *testing.T) {
+	name := "t9k-jobs-" + strings.TrimPrefix(install.version, "v") + ".tgz"
+	out, err := helm("template", "t9k-jobs", filepath.Join(install.release, name), "--namespace", "t9k-system")
+	if err != nil {
+		t.Fatalf("helm template %s: %v\n%s", name, err, out)
+	}
+	data, err := os.ReadFile(filepath.Join(install.release, "install.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := imageIn(t, string(data)); imageIn(t, out) != want {
+		t.Errorf("the chart's image is %s, want install.yaml's %s", imageIn(t, out), want)
+	}
+	if sums, _ := os.ReadFile(filepath.Join(install.release, "SHA256SUMS")); !strings.Contains(string(sums), "  "+name+"\n") {
+		t.Errorf("SHA256SUMS has no line for %s", name)
+	}
+}

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )

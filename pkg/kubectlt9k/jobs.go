@@ -158,6 +158,9 @@ func find(ctx context.Context, client versioned.Interface, ns, ref string) (job,
 			return job{}, err
 		}
 		o, err := getKind(ctx, client, k, ns, name)
+		if apierrors.IsNotFound(err) {
+			return job{}, fmt.Errorf("no %s named %q in namespace %q; `kubectl t9k get` lists the jobs there", strings.ToLower(k.Name), name, ns)
+		}
 		if err != nil {
 			return job{}, explain(err, "get", k, ns)
 		}

@@ -94,6 +94,7 @@ func TestFindNamesWhatIsWrong(t *testing.T) {
 	for ref, want := range map[string]string{
 		"pytorchjob/train": `unknown kind "pytorchjob": want one of genericjob (gj), mpijob (mj), colossalaijob (caj), tensorflowtrainingjob (tfj), xgboosttrainingjob (xgbj)`,
 		"nothere":          `no job named "nothere" in namespace "team" (of any of the five kinds); ` + "`kubectl t9k get` lists them",
+		"mj/train":         `no mpijob named "train" in namespace "team"; ` + "`kubectl t9k get` lists the jobs there",
 		"train":            `2 jobs are named "train" in namespace "team": name one of genericjob/train, tensorflowtrainingjob/train`,
 	} {
 		if _, err := find(ctx, o.Jobs, o.Namespace, ref); err == nil || err.Error() != want {

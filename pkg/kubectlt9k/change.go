@@ -9,10 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
-	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
 )
 
 // fieldManager names the plugin in the managed fields of what it changes.
@@ -27,16 +25,16 @@ func (o *Options) SetPaused(ctx context.Context, ref string, paused bool) error 
 	}
 	name := strings.ToLower(j.Kind.Name) + "/" + j.GetName()
 	was := j.JobStatus().Phase
-	verb, want := "paused", []batch.JobPhase{batch.JobPaused}
+	verb, done := "paused", pauseDone
 	if !paused {
-		verb, want = "resumed", []batch.JobPhase{batch.JobRunning, batch.JobSucceeded, batch.JobFailed}
+		verb, done = "resumed", resumeDone
 	}
 	if isPaused(j) == paused {
 		fmt.Fprintf(o.Out, "%s is already %s: spec.runMode.pause.enabled is %t (phase %s)\n", name, verb, paused, orDash(string(was)))
 		return nil
 	}
 	patch := fmt.Sprintf(`{"spec":{"runMode":{"pause":{"enabled":%t}}}}`, paused)
-	if err := patchJob(ctx, o.Jobs, j, []byte(patch)); err != nil {
+	if err := j.Kind.client(o.Jobs.BatchV1beta1(), j.GetNamespace()).mergePatch(ctx, j.GetName(), []byte(patch)); err != nil {
 		return explain(err, "patch", j.Kind, j.GetNamespace())
 	}
 	if o.NoWait {
@@ -45,19 +43,7 @@ func (o *Options) SetPaused(ctx context.Context, ref string, paused bool) error 
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	now, err := o.waitUntil(ctx, j, func(j job) bool {
-		s := j.JobStatus()
-		if paused {
-			// Paused at once; its condition says Pausing until the last pod is gone.
-			for _, c := range s.Conditions {
-				if c.Type == batch.JobConditionPaused {
-					return s.Phase == batch.JobPaused && c.Status == corev1.ConditionTrue && c.Reason != "Pausing"
-				}
-			}
-			return false
-		}
-		return slices.Contains(want, s.Phase)
-	})
+	now, err := o.waitUntil(ctx, j, done)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: spec.runMode.pause.enabled is %t, but the job is not %s after %s; `kubectl t9k why %s` says why", name, paused, verb, o.Timeout, name)
 	}
@@ -69,42 +55,27 @@ func (o *Options) SetPaused(ctx context.Context, ref string, paused bool) error 
 	return nil
 }
 
-// patchJob merge-patches a job of any kind, as kubectl patch --type merge does.
-func patchJob(ctx context.Context, client versioned.Interface, j job, patch []byte) error {
-	c, ns, name := client.BatchV1beta1(), j.GetNamespace(), j.GetName()
-	opts := metav1.PatchOptions{FieldManager: fieldManager}
-	var err error
-	switch j.Kind.Resource {
-	case "genericjobs":
-		_, err = c.GenericJobs(ns).Patch(ctx, name, types.MergePatchType, patch, opts)
-	case "mpijobs":
-		_, err = c.MPIJobs(ns).Patch(ctx, name, types.MergePatchType, patch, opts)
-	case "colossalaijobs":
-		_, err = c.ColossalAIJobs(ns).Patch(ctx, name, types.MergePatchType, patch, opts)
-	case "tensorflowtrainingjobs":
-		_, err = c.TensorFlowTrainingJobs(ns).Patch(ctx, name, types.MergePatchType, patch, opts)
-	default:
-		_, err = c.XGBoostTrainingJobs(ns).Patch(ctx, name, types.MergePatchType, patch, opts)
+// pauseDone: the job is Paused at once, and its condition says Pausing until the last pod is
+// gone.
+func pauseDone(j job) bool {
+	s := j.JobStatus()
+	for _, c := range s.Conditions {
+		if c.Type == batch.JobConditionPaused {
+			return s.Phase == batch.JobPaused && c.Status == corev1.ConditionTrue && c.Reason != "Pausing"
+		}
 	}
-	return err
+	return false
+}
+
+// resumeDone: the job runs again, or has ended.
+func resumeDone(j job) bool {
+	return slices.Contains([]batch.JobPhase{batch.JobRunning, batch.JobSucceeded, batch.JobFailed}, j.JobStatus().Phase)
 }
 
 // isPaused reads spec.runMode.pause.enabled of any kind.
 func isPaused(j job) bool {
-	var mode *batch.RunMode
-	switch o := j.jobObject.(type) {
-	case *batch.GenericJob:
-		mode = o.Spec.RunMode
-	case *batch.MPIJob:
-		mode = o.Spec.RunMode
-	case *batch.ColossalAIJob:
-		mode = o.Spec.RunMode
-	case *batch.TensorFlowTrainingJob:
-		mode = o.Spec.RunMode
-	case *batch.XGBoostTrainingJob:
-		mode = o.Spec.RunMode
-	}
-	return mode != nil && mode.Pause != nil && mode.Pause.Enabled
+	_, mode := parts(j.jobObject)
+	return *mode != nil && (*mode).Pause != nil && (*mode).Pause.Enabled
 }
 
 // Scale sets the size of a GenericJob's elastic type through its scale subresource, as

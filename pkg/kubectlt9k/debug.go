@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
@@ -24,31 +25,12 @@ func (o *Options) Debug(ctx context.Context, ref string) error {
 	copyRef := strings.ToLower(j.Kind.Name) + "/" + name
 	meta := metav1.ObjectMeta{Name: name, Namespace: j.GetNamespace(), Labels: j.GetLabels(),
 		Annotations: map[string]string{batch.GroupName + "/debug-copy-of": j.GetName()}}
-	c := o.Jobs.BatchV1beta1()
-	create := metav1.CreateOptions{FieldManager: fieldManager}
-	var created jobObject
-	switch src := j.jobObject.(type) {
-	case *batch.GenericJob:
-		cp := &batch.GenericJob{ObjectMeta: meta, Spec: *src.Spec.DeepCopy()}
-		keepDebug(&cp.Spec.RunMode)
-		created, err = c.GenericJobs(meta.Namespace).Create(ctx, cp, create)
-	case *batch.MPIJob:
-		cp := &batch.MPIJob{ObjectMeta: meta, Spec: *src.Spec.DeepCopy()}
-		keepDebug(&cp.Spec.RunMode)
-		created, err = c.MPIJobs(meta.Namespace).Create(ctx, cp, create)
-	case *batch.ColossalAIJob:
-		cp := &batch.ColossalAIJob{ObjectMeta: meta, Spec: *src.Spec.DeepCopy()}
-		keepDebug(&cp.Spec.RunMode)
-		created, err = c.ColossalAIJobs(meta.Namespace).Create(ctx, cp, create)
-	case *batch.TensorFlowTrainingJob:
-		cp := &batch.TensorFlowTrainingJob{ObjectMeta: meta, Spec: *src.Spec.DeepCopy()}
-		keepDebug(&cp.Spec.RunMode)
-		created, err = c.TensorFlowTrainingJobs(meta.Namespace).Create(ctx, cp, create)
-	case *batch.XGBoostTrainingJob:
-		cp := &batch.XGBoostTrainingJob{ObjectMeta: meta, Spec: *src.Spec.DeepCopy()}
-		keepDebug(&cp.Spec.RunMode)
-		created, err = c.XGBoostTrainingJobs(meta.Namespace).Create(ctx, cp, create)
-	}
+	// The original's spec, under metadata of its own; the API server ignores the status.
+	cp := j.jobObject.(runtime.Object).DeepCopyObject().(jobObject)
+	cpMeta, mode := parts(cp)
+	*cpMeta = meta
+	keepDebug(mode)
+	created, err := j.Kind.client(o.Jobs.BatchV1beta1(), meta.Namespace).create(ctx, cp)
 	if err != nil {
 		return fmt.Errorf("making %s: %w", copyRef, explain(err, "create", j.Kind, meta.Namespace))
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/moby/term"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
@@ -34,8 +33,7 @@ type ExecOptions struct {
 // and rank, saying which types and ranks there are when it is not there.
 func (o *Options) replicaPod(ctx context.Context, j job, typ string, rank int) (*corev1.Pod, error) {
 	ref := strings.ToLower(j.Kind.Name) + "/" + j.GetName()
-	pods, err := o.Kube.CoreV1().Pods(j.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: labels.Set{
-		batch.LabelJobName: j.GetName(), batch.LabelControllerUID: string(j.GetUID())}.String()})
+	pods, err := o.Kube.CoreV1().Pods(j.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: podLabels(j).String()})
 	if err != nil {
 		return nil, err
 	}

@@ -10,25 +10,116 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
+	batchclient "github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned/typed/batch/v1beta1"
+	batchinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions/batch/v1beta1"
 )
 
-// kind is one of the five job kinds, by the names a user types for it.
+// kind is one of the five job kinds, by the names a user types for it, and its typed client
+// and informer: the one place that names each kind's generated API.
 type kind struct {
 	Name     string // GenericJob
 	Resource string // genericjobs
 	Short    string // gj
+	// client is the kind's typed client in a namespace.
+	client func(c batchclient.BatchV1beta1Interface, ns string) jobClient
+	// informer is the kind's informer of a factory.
+	informer func(f batchinformers.Interface) cache.SharedIndexInformer
 }
 
 var kinds = []kind{
-	{"GenericJob", "genericjobs", "gj"},
-	{"MPIJob", "mpijobs", "mj"},
-	{"ColossalAIJob", "colossalaijobs", "caj"},
-	{"TensorFlowTrainingJob", "tensorflowtrainingjobs", "tfj"},
-	{"XGBoostTrainingJob", "xgboosttrainingjobs", "xgbj"},
+	{"GenericJob", "genericjobs", "gj",
+		func(c batchclient.BatchV1beta1Interface, ns string) jobClient {
+			return typed[*batch.GenericJob, *batch.GenericJobList]{c.GenericJobs(ns)}
+		},
+		func(f batchinformers.Interface) cache.SharedIndexInformer { return f.GenericJobs().Informer() }},
+	{"MPIJob", "mpijobs", "mj",
+		func(c batchclient.BatchV1beta1Interface, ns string) jobClient {
+			return typed[*batch.MPIJob, *batch.MPIJobList]{c.MPIJobs(ns)}
+		},
+		func(f batchinformers.Interface) cache.SharedIndexInformer { return f.MPIJobs().Informer() }},
+	{"ColossalAIJob", "colossalaijobs", "caj",
+		func(c batchclient.BatchV1beta1Interface, ns string) jobClient {
+			return typed[*batch.ColossalAIJob, *batch.ColossalAIJobList]{c.ColossalAIJobs(ns)}
+		},
+		func(f batchinformers.Interface) cache.SharedIndexInformer { return f.ColossalAIJobs().Informer() }},
+	{"TensorFlowTrainingJob", "tensorflowtrainingjobs", "tfj",
+		func(c batchclient.BatchV1beta1Interface, ns string) jobClient {
+			return typed[*batch.TensorFlowTrainingJob, *batch.TensorFlowTrainingJobList]{c.TensorFlowTrainingJobs(ns)}
+		},
+		func(f batchinformers.Interface) cache.SharedIndexInformer {
+			return f.TensorFlowTrainingJobs().Informer()
+		}},
+	{"XGBoostTrainingJob", "xgboosttrainingjobs", "xgbj",
+		func(c batchclient.BatchV1beta1Interface, ns string) jobClient {
+			return typed[*batch.XGBoostTrainingJob, *batch.XGBoostTrainingJobList]{c.XGBoostTrainingJobs(ns)}
+		},
+		func(f batchinformers.Interface) cache.SharedIndexInformer { return f.XGBoostTrainingJobs().Informer() }},
+}
+
+// jobClient is what the plugin asks of any kind's typed client.
+type jobClient interface {
+	list(ctx context.Context) ([]jobObject, error)
+	get(ctx context.Context, name string) (jobObject, error)
+	mergePatch(ctx context.Context, name string, patch []byte) error
+	create(ctx context.Context, obj jobObject) (jobObject, error)
+}
+
+// typed is a kind's generated typed client (T its object, L its list) as a jobClient.
+type typed[T jobObject, L runtime.Object] struct {
+	c interface {
+		Get(context.Context, string, metav1.GetOptions) (T, error)
+		List(context.Context, metav1.ListOptions) (L, error)
+		Patch(context.Context, string, types.PatchType, []byte, metav1.PatchOptions, ...string) (T, error)
+		Create(context.Context, T, metav1.CreateOptions) (T, error)
+	}
+}
+
+func (t typed[T, L]) list(ctx context.Context) ([]jobObject, error) {
+	l, err := t.c.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	items, err := apimeta.ExtractList(l) // pointers to the list's items
+	if err != nil {
+		return nil, err
+	}
+	objs := make([]jobObject, 0, len(items))
+	for _, o := range items {
+		objs = append(objs, o.(jobObject))
+	}
+	return objs, nil
+}
+
+func (t typed[T, L]) get(ctx context.Context, name string) (jobObject, error) {
+	o, err := t.c.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err // not o: a nil *T in a jobObject is not a nil jobObject
+	}
+	return o, nil
+}
+
+// create creates obj, a T, as the plugin's field manager.
+func (t typed[T, L]) create(ctx context.Context, obj jobObject) (jobObject, error) {
+	o, err := t.c.Create(ctx, obj.(T), metav1.CreateOptions{FieldManager: fieldManager})
+	if err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// mergePatch patches as kubectl patch --type merge does, as the plugin's field manager.
+func (t typed[T, L]) mergePatch(ctx context.Context, name string, patch []byte) error {
+	_, err := t.c.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	return err
 }
 
 // kindNamed finds a kind by its name, plural, singular or short name, in any case.
@@ -46,6 +137,24 @@ func kindNamed(s string) (kind, error) {
 	return kind{}, fmt.Errorf("unknown kind %q: want one of %s", s, strings.Join(names, ", "))
 }
 
+// parts are what the plugin reads and writes of a job object of any kind beyond jobObject:
+// its metadata, and its spec.runMode.
+func parts(o jobObject) (*metav1.ObjectMeta, **batch.RunMode) {
+	switch t := o.(type) {
+	case *batch.GenericJob:
+		return &t.ObjectMeta, &t.Spec.RunMode
+	case *batch.MPIJob:
+		return &t.ObjectMeta, &t.Spec.RunMode
+	case *batch.ColossalAIJob:
+		return &t.ObjectMeta, &t.Spec.RunMode
+	case *batch.TensorFlowTrainingJob:
+		return &t.ObjectMeta, &t.Spec.RunMode
+	case *batch.XGBoostTrainingJob:
+		return &t.ObjectMeta, &t.Spec.RunMode
+	}
+	panic(fmt.Sprintf("not a job of the five kinds: %T", o))
+}
+
 // jobObject is what every kind has: its metadata and the status all five share.
 type jobObject interface {
 	metav1.Object
@@ -58,12 +167,18 @@ type job struct {
 	jobObject
 }
 
+// podLabels select the pods of job j: its name, and its UID, so that a job of the same name
+// deleted before has none of them.
+func podLabels(j job) labels.Set {
+	return labels.Set{batch.LabelJobName: j.GetName(), batch.LabelControllerUID: string(j.GetUID())}
+}
+
 // list lists the jobs of the given kinds in namespace ns ("" for all), sorted by namespace,
 // name and kind.
 func list(ctx context.Context, client versioned.Interface, ns string, of []kind) ([]job, error) {
 	var jobs []job
 	for _, k := range of {
-		objs, err := listKind(ctx, client, k, ns)
+		objs, err := k.client(client.BatchV1beta1(), ns).list(ctx)
 		if err != nil {
 			return nil, explain(err, "list", k, ns)
 		}
@@ -84,71 +199,6 @@ func list(ctx context.Context, client versioned.Interface, ns string, of []kind)
 	return jobs, nil
 }
 
-func listKind(ctx context.Context, client versioned.Interface, k kind, ns string) ([]jobObject, error) {
-	c := client.BatchV1beta1()
-	var objs []jobObject
-	switch k.Resource {
-	case "genericjobs":
-		l, err := c.GenericJobs(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
-		}
-	case "mpijobs":
-		l, err := c.MPIJobs(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
-		}
-	case "colossalaijobs":
-		l, err := c.ColossalAIJobs(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
-		}
-	case "tensorflowtrainingjobs":
-		l, err := c.TensorFlowTrainingJobs(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
-		}
-	case "xgboosttrainingjobs":
-		l, err := c.XGBoostTrainingJobs(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
-		}
-	}
-	return objs, nil
-}
-
-func getKind(ctx context.Context, client versioned.Interface, k kind, ns, name string) (jobObject, error) {
-	c := client.BatchV1beta1()
-	get := metav1.GetOptions{}
-	switch k.Resource {
-	case "genericjobs":
-		return c.GenericJobs(ns).Get(ctx, name, get)
-	case "mpijobs":
-		return c.MPIJobs(ns).Get(ctx, name, get)
-	case "colossalaijobs":
-		return c.ColossalAIJobs(ns).Get(ctx, name, get)
-	case "tensorflowtrainingjobs":
-		return c.TensorFlowTrainingJobs(ns).Get(ctx, name, get)
-	default:
-		return c.XGBoostTrainingJobs(ns).Get(ctx, name, get)
-	}
-}
-
 // find finds the job ref names in namespace ns: KIND/NAME, or NAME alone when one job of any
 // kind has that name.
 func find(ctx context.Context, client versioned.Interface, ns, ref string) (job, error) {
@@ -157,7 +207,7 @@ func find(ctx context.Context, client versioned.Interface, ns, ref string) (job,
 		if err != nil {
 			return job{}, err
 		}
-		o, err := getKind(ctx, client, k, ns, name)
+		o, err := k.client(client.BatchV1beta1(), ns).get(ctx, name)
 		if apierrors.IsNotFound(err) {
 			return job{}, fmt.Errorf("no %s named %q in namespace %q; `kubectl t9k get` lists the jobs there", strings.ToLower(k.Name), name, ns)
 		}
@@ -168,7 +218,7 @@ func find(ctx context.Context, client versioned.Interface, ns, ref string) (job,
 	}
 	var found []job
 	for _, k := range kinds {
-		o, err := getKind(ctx, client, k, ns, ref)
+		o, err := k.client(client.BatchV1beta1(), ns).get(ctx, ref)
 		if apierrors.IsNotFound(err) {
 			continue
 		}

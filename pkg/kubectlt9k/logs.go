@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -38,7 +37,7 @@ func (o *Options) Logs(ctx context.Context, ref string, opts LogOptions) error {
 	if err != nil {
 		return err
 	}
-	selector := labels.Set{batch.LabelJobName: j.GetName(), batch.LabelControllerUID: string(j.GetUID())}
+	selector := podLabels(j)
 	if opts.Type != "" {
 		selector[batch.LabelReplicaType] = opts.Type
 	}

@@ -82,20 +82,7 @@ func (o *Options) informer(ctx context.Context, k kind, name string) cache.Share
 		}))
 	}
 	f := externalversions.NewSharedInformerFactoryWithOptions(o.Jobs, 0, opts...)
-	b := f.Batch().V1beta1()
-	var informer cache.SharedIndexInformer
-	switch k.Resource {
-	case "genericjobs":
-		informer = b.GenericJobs().Informer()
-	case "mpijobs":
-		informer = b.MPIJobs().Informer()
-	case "colossalaijobs":
-		informer = b.ColossalAIJobs().Informer()
-	case "tensorflowtrainingjobs":
-		informer = b.TensorFlowTrainingJobs().Informer()
-	default:
-		informer = b.XGBoostTrainingJobs().Informer()
-	}
+	informer := k.informer(f.Batch().V1beta1())
 	f.Start(ctx.Done())
 	go func() {
 		<-ctx.Done()

@@ -5,15 +5,36 @@ joins the collective through DMLC_TRACKER_URI / DMLC_TRACKER_PORT as DMLC_TASK_I
 its shard of a data set it generates (the same on every replica), and the trees are built
 together. The master then checks the model's accuracy on held-out data and exits 0 only if
 it is good; the workers exit 0 once training is done.
+
+A replica's name resolves once its pod has an address and the cluster's DNS has seen it, a
+moment after the containers start (docs/training-kinds.md, "Names resolve a moment after the
+start"). XGBoost 1.x does not retry a name it cannot resolve: it connects to no address and
+fails with "Failed to call `send`: Broken pipe". So the tracker's name is resolved here first,
+waiting for it, and the collective is given the address.
 """
 import os
+import socket
 import sys
 import threading
+import time
 
 import numpy as np
 import xgboost as xgb
 from xgboost import collective
 from xgboost.tracker import RabitTracker
+
+
+def resolve(host, timeout=120):
+    """The address of host, waiting until the cluster's DNS serves it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return socket.gethostbyname(host)
+        except socket.gaierror:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
 
 rank = int(os.environ["RANK"])
 world = int(os.environ["WORLD_SIZE"])
@@ -32,7 +53,7 @@ train_X, train_y, test_X, test_y = X[:5000], y[:5000], X[5000:], y[5000:]
 shard = slice(rank, None, world)
 
 env = {
-    "DMLC_TRACKER_URI": os.environ["DMLC_TRACKER_URI"],
+    "DMLC_TRACKER_URI": resolve(os.environ["DMLC_TRACKER_URI"]),
     "DMLC_TRACKER_PORT": os.environ["DMLC_TRACKER_PORT"],
     "DMLC_TASK_ID": os.environ["DMLC_TASK_ID"],
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/t9k-jobs/t9k-jobs/manifests"
 	batchv1beta1 "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/test/apivalidation"
+	"github.com/t9k-jobs/t9k-jobs/test/harness"
 )
 
 // TestCRDsInstalledWithClientSideApply: TestMain installed the CRDs with plain `kubectl apply`,
@@ -231,6 +232,26 @@ func TestKubectlGet(t *testing.T) {
 	header := strings.Fields(strings.SplitN(out, "\n", 2)[0])
 	if strings.Join(header, " ") != "NAME PHASE RUNNING SUCCEEDED FAILED PROGRESS AGE" {
 		t.Errorf("kubectl get gj columns: %v", header)
+	}
+
+	// -o wide adds the size, the attempt and the message; the attempt is 1 once the
+	// controller has written the job's status.
+	err = harness.WaitFor(context.Background(), "the Attempt column saying 1", 100*time.Millisecond, jobTimeout, func(context.Context) (bool, error) {
+		out, err = kubectl("get", "-n", ns, "gj", "generic-example", "-o", "wide")
+		if err != nil {
+			return false, nil
+		}
+		lines := strings.Split(out, "\n")
+		header := strings.Fields(lines[0])
+		if strings.Join(header, " ") != "NAME PHASE RUNNING SIZE SUCCEEDED FAILED PROGRESS ATTEMPT AGE MESSAGE" {
+			return false, fmt.Errorf("kubectl get gj -o wide columns: %v", header)
+		}
+		// Empty cells are blank: the column is read where its header starts.
+		at := strings.Index(lines[0], "ATTEMPT")
+		return len(lines) > 1 && len(lines[1]) > at && strings.HasPrefix(lines[1][at:], "1 "), nil
+	})
+	if err != nil {
+		t.Errorf("%v\n%s", err, out)
 	}
 }
 

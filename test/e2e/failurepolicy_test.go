@@ -305,7 +305,7 @@ func TestFailurePolicyRestartJob(t *testing.T) {
 		t.Errorf("pod events: the first new pod at %d, the last old one gone at %d; want every old pod gone first:\n%v", firstMade, lastGone, all)
 	}
 	jobEventOf(t, ns, job.Name, "FailurePolicyRule", `Replica nccl-worker-1 failed with exit code 3: spec.failurePolicy.rules[0] ("nccl-timeout") decides RestartJob.`)
-	jobEventOf(t, ns, job.Name, "RestartingJob", `Restarting every replica together (spec.failurePolicy.rules[0] ("nccl-timeout")): nccl-worker-1 failed with exit code 3.`)
+	jobEventOf(t, ns, job.Name, "RestartingJob", `Restarting every replica together as attempt 2 (spec.failurePolicy.rules[0] ("nccl-timeout")): nccl-worker-1 failed with exit code 3.`)
 
 	// backoffLimit 1 is spent: a second exit 3 fails the job.
 	exitPod(t, ns, "nccl-worker-2", s.Replica("nccl-worker-2").UID, 3, "")

@@ -59,7 +59,8 @@ func watchPods(t *testing.T, ns string) func() []podEvent {
 // TestRealWholeJobRestart: plain DDP, a gloo process group with no elastic rendezvous, whose
 // rank 1 exits 1 in its first life, under restartScope Job: every rank is restarted, the new
 // pods are made only once every old one is gone, the second life's all-reduce succeeds, and
-// the job Succeeded with each replica restarted once and the job once. The barrier lasts the
+// the job Succeeded with each replica restarted once and the job once, in attempt 2, which
+// each program of the second life reads from T9K_ATTEMPT. The barrier lasts the
 // old pods' grace period (30 s): their ranks, Python as pid 1 of the container, waiting for
 // rank 1 in the rendezvous, ignore the kubelet's SIGTERM and end at its SIGKILL.
 func TestRealWholeJobRestart(t *testing.T) {
@@ -83,7 +84,7 @@ func TestRealWholeJobRestart(t *testing.T) {
 	r.RestartPolicy = &batch.GenericRestartPolicy{Policy: batch.RestartOnFailure, Limit: ptr.To[int32](1)}
 	c := &r.Template.Spec.Containers[0]
 	c.Name = "worker"
-	c.Command = []string{"sh", "-c", `if [ "$RANK" = 1 ] && [ ! -e /work/failed ]; then touch /work/failed; echo "rank 1: first life, exit 1"; exit 1; fi; exec /usr/bin/python3 /scripts/allreduce.py`}
+	c.Command = []string{"sh", "-c", `echo "rank $RANK attempt $T9K_ATTEMPT"; if [ "$RANK" = 1 ] && [ ! -e /work/failed ]; then touch /work/failed; echo "rank 1: first life, exit 1"; exit 1; fi; exec /usr/bin/python3 /scripts/allreduce.py`}
 	c.Env = []corev1.EnvVar{{Name: "RANK", Value: "$(rank)"}, {Name: "WORLD_SIZE", Value: "$(replicas[worker])"},
 		{Name: "MASTER_ADDR", Value: "$(service.worker[0].host)"}, {Name: "MASTER_PORT", Value: "$(service.port[torch])"}}
 	c.VolumeMounts = []corev1.VolumeMount{{Name: "scripts", MountPath: "/scripts"}, {Name: "work", MountPath: "/work"}}
@@ -101,8 +102,8 @@ func TestRealWholeJobRestart(t *testing.T) {
 	createJob(t, ns, job)
 	done := waitGenericPhase(t, ns, job.Name, batch.JobSucceeded)
 
-	if done.Status.Restarts != 1 {
-		t.Errorf("status.restarts %d, want 1: the job restarted once", done.Status.Restarts)
+	if done.Status.Restarts != 1 || done.Status.Attempt != 2 {
+		t.Errorf("status.restarts %d, attempt %d; want 1 and 2: the job restarted once", done.Status.Restarts, done.Status.Attempt)
 	}
 	first, second := map[types.UID]string{}, map[types.UID]string{}
 	for i := range 3 {
@@ -123,8 +124,16 @@ func TestRealWholeJobRestart(t *testing.T) {
 		case i != 1 && rs.LastTermination.Reason != "RestartedWithJob":
 			t.Errorf("%s's first life: %+v, want it deleted with the job (RestartedWithJob)", name, rs.LastTermination)
 		}
-		if log := containerLogs(ns, name, "worker"); !strings.Contains(log, fmt.Sprintf("rank %d of 3: all-reduce sum 6, want 6", i)) {
+		if rs.LastTermination.Attempt != 1 {
+			t.Errorf("%s's first life is recorded in attempt %d, want 1", name, rs.LastTermination.Attempt)
+		}
+		log := containerLogs(ns, name, "worker")
+		if !strings.Contains(log, fmt.Sprintf("rank %d of 3: all-reduce sum 6, want 6", i)) {
 			t.Errorf("%s's second life did not all-reduce:\n%s", name, log)
+		}
+		// The kubelet gave the program its pod's attempt label as T9K_ATTEMPT.
+		if !strings.Contains(log, fmt.Sprintf("rank %d attempt 2\n", i)) {
+			t.Errorf("%s's second life was not told its attempt (T9K_ATTEMPT 2):\n%s", name, log)
 		}
 	}
 
@@ -145,7 +154,7 @@ func TestRealWholeJobRestart(t *testing.T) {
 	all := events()
 	t.Logf("the last old pod was gone %.1fs after the first pod was made; the first new pod %.1fs after that",
 		all[lastGone].at.Sub(all[0].at).Seconds(), all[firstMade].at.Sub(all[lastGone].at).Seconds())
-	if ev, ok := eventsSaying(t, ns, job.Name, "RestartingJob: Restarting every replica together (spec.restartScope: Job): ddp-worker-1 failed with exit code 1."); !ok {
+	if ev, ok := eventsSaying(t, ns, job.Name, "RestartingJob: Restarting every replica together as attempt 2 (spec.restartScope: Job): ddp-worker-1 failed with exit code 1."); !ok {
 		t.Errorf("no RestartingJob event naming worker-1:\n%s", ev)
 	}
 }

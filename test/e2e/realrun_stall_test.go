@@ -89,7 +89,7 @@ func TestRealStalledJobRestartsWhole(t *testing.T) {
 	if c := done.Status.Condition(batch.JobConditionStalled); c.Status != corev1.ConditionFalse {
 		t.Errorf("the Stalled condition once the job ran on: %+v, want False", c)
 	}
-	if told, ok := eventsSaying(t, ns, job.Name, "Stalled: ", "RestartingJob: Restarting every replica together (spec.progressDeadlineSeconds)"); !ok {
+	if told, ok := eventsSaying(t, ns, job.Name, "Stalled: ", "RestartingJob: Restarting every replica together as attempt 2 (spec.progressDeadlineSeconds)"); !ok {
 		t.Errorf("events:\n%s\nwant a Stalled Warning and the whole job's restart by the progress deadline", told)
 	}
 	if log := containerLogs(ns, job.Name+"-worker-1", "worker"); !strings.Contains(log, "all-reduce sum 3, want 3") {

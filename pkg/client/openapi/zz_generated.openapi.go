@@ -1990,6 +1990,13 @@ func schema_pkg_apis_batch_v1beta1_JobStatus(ref common.ReferenceCallback) commo
 							Format:      "int32",
 						},
 					},
+					"attempt": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Attempt numbers the job's lives: 1 for the first, one more at each whole-job restart (spec.restartScope: Job, a rule's RestartJob, a stall, a replacement of every replica after a disruption), whether or not it counts in restarts. Every pod carries the attempt it was made for (label batch.tensorstack.dev/attempt, env T9K_ATTEMPT), and each lastTermination the attempt of the pod that ended (docs/lifecycle.md, \"Attempts\").",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
 					"progress": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Progress is how far the training has come, as the job's replicas report it (docs/failures.md, \"Progress\").",
@@ -2841,6 +2848,13 @@ func schema_pkg_apis_batch_v1beta1_ReplicaTermination(ref common.ReferenceCallba
 							Ref:         ref("github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1.FailurePolicyRuleRef"),
 						},
 					},
+					"attempt": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Attempt is the job's attempt the pod was made for (status.attempt at its creation).",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
 				},
 				Required: []string{"uid"},
 			},
@@ -3522,6 +3536,13 @@ func schema_pkg_apis_batch_v1beta1_TensorFlowTrainingJobStatus(ref common.Refere
 					"restarts": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Restarts counts the restarts of the whole job (spec.restartScope: Job); backoffLimit bounds it then. Each replica's restartCount counts its own.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"attempt": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Attempt numbers the job's lives: 1 for the first, one more at each whole-job restart (spec.restartScope: Job, a rule's RestartJob, a stall, a replacement of every replica after a disruption), whether or not it counts in restarts. Every pod carries the attempt it was made for (label batch.tensorstack.dev/attempt, env T9K_ATTEMPT), and each lastTermination the attempt of the pod that ended (docs/lifecycle.md, \"Attempts\").",
 							Type:        []string{"integer"},
 							Format:      "int32",
 						},

@@ -6,8 +6,8 @@ import (
 )
 
 // Groups that start after others (Group.After; a launcher waits for its workers): their
-// replicas are not created until every replica of the groups they wait for is Ready. Debug
-// mode does not wait.
+// replicas are not created until every replica of the groups they wait for is Ready, at the
+// job's start and again after a whole-job restart. Debug mode does not wait.
 
 // holdBack keeps back the creation of replicas whose group waits for others to be Ready,
 // and says what they wait for ("" when nothing waits).
@@ -27,7 +27,9 @@ func (x *decider) holdBack(all []*replica) string {
 			continue
 		}
 		for _, r := range all {
-			if r.group.Type == g.Type && r.action == needsPod {
+			// A replica waits to be made, at the job's start, or after a whole-job restart
+			// whose old pod is gone (a launcher restarted with its workers waits again).
+			if r.group.Type == g.Type && (r.action == needsPod || r.action == finishRestart && r.pod == nil) {
 				r.action, r.view = noAction, Replica{Lost: r.view.Lost, Held: true}
 				r.status.UID, r.status.Phase = "", ""
 				blocked = true

@@ -31,6 +31,9 @@ type Decision struct {
 	// JobRestartBy names what asked for it (spec.restartScope: Job, a rule, the progress
 	// deadline).
 	JobRestart, JobRestartBy string
+	// JobRestartAsked: the job restarts because it was asked to (requested.go), not because
+	// something failed.
+	JobRestartAsked bool
 	// RequeueAfter asks for another sync after a restart backoff, at the deadline, or when an
 	// admitter asks for one (0: none).
 	RequeueAfter time.Duration
@@ -171,6 +174,12 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	}
 	d.Status.StartTime = x.startTime(old.StartTime, pods)
 	d.Status.Restarts = old.Restarts
+	d.Status.Attempt = old.Attempt
+	if d.Status.Attempt == 0 {
+		// A job's first life, or one whose status predates attempts: every whole-job restart
+		// it counted began an attempt.
+		d.Status.Attempt = old.Restarts + 1
+	}
 	if !x.finished && !x.paused && !plan.Debug {
 		var left time.Duration
 		d.Outcome, left = x.deadline(d.Status.StartTime)
@@ -189,17 +198,20 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	}
 
 	// 6. A whole job's restart (restartjob.go): spec.restartScope Job, a rule's RestartJob, a
-	// stall's default, or one under way; the barrier holds new pods until the old are gone.
+	// stall's default, a request (requested.go), or one under way; the barrier holds new pods
+	// until the old are gone.
 	barrier := false
 	restartsJob := slices.ContainsFunc(all, func(r *replica) bool { return r.ruling.restartJob })
-	if (plan.RestartJob || restartsJob || jobRestartUnderway(all)) && !x.finished && !x.paused {
+	requested := restartRequest(job, d.Status.Attempt)
+	if (plan.RestartJob || restartsJob || requested != "" || jobRestartUnderway(all)) && !x.finished && !x.paused {
 		var restart *jobRestart
-		restart, barrier = x.restartJob(all)
+		restart, barrier = x.restartJob(all, requested)
 		if restart != nil {
 			if restart.counted {
 				d.Status.Restarts++
 			}
-			d.JobRestart, d.JobRestartBy = restart.why, restart.by
+			d.Status.Attempt++
+			d.JobRestart, d.JobRestartBy, d.JobRestartAsked = restart.why, restart.by, restart.asked
 		}
 	}
 
@@ -208,6 +220,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	var failedNames []string
 	for _, r := range all {
 		c := x.carryOut(r)
+		stampAttempt(r)
 		if c.restarted {
 			d.Restarted = append(d.Restarted, r.status.Name)
 		}
@@ -225,7 +238,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 			// counted keeps its status (Deleted, its old pod's UID) and is created by a later
 			// decision, once every old pod is gone.
 		case c.create:
-			d.CreatePods = append(d.CreatePods, x.createPod(job, r, resumed, excluded))
+			d.CreatePods = append(d.CreatePods, x.createPod(job, r, resumed, excluded, d.Status.Attempt))
 		}
 		if r.status.Phase == batch.ReplicaFailed || (r.pod != nil && r.pod.Status.Phase == corev1.PodFailed && r.action != replaceNow) {
 			failedNames = append(failedNames, failureText(r.status))

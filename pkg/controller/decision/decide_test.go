@@ -453,7 +453,7 @@ func TestDecide(t *testing.T) {
 				if p.Spec.RestartPolicy != corev1.RestartPolicyNever || p.Spec.SchedulerName != "t9k-scheduler" {
 					t.Errorf("restartPolicy %s, schedulerName %s", p.Spec.RestartPolicy, p.Spec.SchedulerName)
 				}
-				want := map[string]string{batch.LabelJobName: "job", batch.LabelReplicaType: "worker", batch.LabelReplicaIndex: "0", batch.LabelControllerUID: "job-uid", batch.LabelQueue: "default"}
+				want := map[string]string{batch.LabelJobName: "job", batch.LabelReplicaType: "worker", batch.LabelReplicaIndex: "0", batch.LabelControllerUID: "job-uid", batch.LabelQueue: "default", batch.LabelAttempt: "1"}
 				if !reflect.DeepEqual(p.Labels, want) || p.Annotations[batch.AnnotationPriority] != "50" {
 					t.Errorf("labels %v, annotations %v", p.Labels, p.Annotations)
 				}

@@ -41,7 +41,7 @@ func controllerRef(job Job) []metav1.OwnerReference {
 // newPod builds the pod of one replica from its group's template: the controller, not the
 // kubelet, restarts replicas (so that it can count restarts), hence restartPolicy Never. The
 // admitters then add what they assigned (admission, nil when none applies).
-func newPod(job Job, plan *Plan, admission *Verdict, g Group, rank int32, resumed bool) *corev1.Pod {
+func newPod(job Job, plan *Plan, admission *Verdict, g Group, rank int32, resumed bool, attempt int32) *corev1.Pod {
 	tmpl := g.Template(rank)
 	pod := &corev1.Pod{ObjectMeta: *tmpl.ObjectMeta.DeepCopy(), Spec: *tmpl.Spec.DeepCopy()}
 	pod.Name = g.podName(job.GetName(), rank)
@@ -53,6 +53,7 @@ func newPod(job Job, plan *Plan, admission *Verdict, g Group, rank int32, resume
 	for k, v := range childLabels(job, g.Type, rank) {
 		pod.Labels[k] = v
 	}
+	pod.Labels[batch.LabelAttempt] = strconv.Itoa(int(attempt))
 	pod.OwnerReferences = controllerRef(job)
 	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 	pod.Spec.Hostname = pod.Name
@@ -84,7 +85,26 @@ func newPod(job Job, plan *Plan, admission *Verdict, g Group, rank int32, resume
 	}
 	injectProgress(pod, plan.Progress)
 	injectElastic(pod, job, plan, &g)
+	injectAttempt(pod)
 	return pod
+}
+
+// EnvAttempt is the variable that tells every container of a pod its job's attempt.
+const EnvAttempt = "T9K_ATTEMPT"
+
+// injectAttempt gives every container, init containers too, the pod's attempt label as
+// T9K_ATTEMPT, unless it sets the variable itself. The kubelet reads the label when the
+// container starts, so a pod whose label changes gets the new value at its next start.
+func injectAttempt(pod *corev1.Pod) {
+	v := corev1.EnvVar{Name: EnvAttempt, ValueFrom: &corev1.EnvVarSource{
+		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.labels['" + batch.LabelAttempt + "']"}}}
+	for _, containers := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range containers {
+			if !hasEnv(&containers[i], EnvAttempt) {
+				containers[i].Env = append(containers[i].Env, v)
+			}
+		}
+	}
 }
 
 // applyRunSetting applies a debug or resume setting to a pod: init containers dropped when

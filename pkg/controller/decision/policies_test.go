@@ -100,57 +100,66 @@ func TestPolicies(t *testing.T) {
 		status       batch.JobStatus
 		pods         []*corev1.Pod
 		want         decided
+		annotations  map[string]string // the job's
 	}{
 		{"replicas.go", "a new job's replicas are created",
 			plan(2, batch.RestartNever, nil), batch.JobStatus{}, nil,
-			decided{Phase: batch.JobPending, Created: []string{"job-worker-0", "job-worker-1"}}},
+			decided{Phase: batch.JobPending, Created: []string{"job-worker-0", "job-worker-1"}}, nil},
 		{"restart.go", "OnFailure restarts a failed replica",
 			plan(2, batch.RestartOnFailure, nil), running("0", "1"), []*corev1.Pod{failedOn(0, 1, ""), runningPod(1)},
-			decided{Phase: batch.JobRunning, Restarted: []string{"job-worker-0"}, Deleted: []string{"job-worker-0"}}},
+			decided{Phase: batch.JobRunning, Restarted: []string{"job-worker-0"}, Deleted: []string{"job-worker-0"}}, nil},
 		{"restart.go", "a second restart waits for its backoff",
 			plan(1, batch.RestartOnFailure, nil), statusWith(batch.JobRunning, replicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 1)), []*corev1.Pod{justEnded},
-			decided{Phase: batch.JobRunning, Requeue: time.Second}},
+			decided{Phase: batch.JobRunning, Requeue: time.Second}, nil},
 		{"rules.go", "a FailJob rule fails the job on its exit code",
 			plan(2, batch.RestartOnFailure, rule(batch.FailJob, 42)), running("0", "1"), []*corev1.Pod{failedOn(0, 42, ""), runningPod(1)},
-			decided{Phase: batch.JobFailed, Outcome: ReasonFailurePolicy, Deleted: []string{"job-worker-1"}}},
+			decided{Phase: batch.JobFailed, Outcome: ReasonFailurePolicy, Deleted: []string{"job-worker-1"}}, nil},
 		{"rules.go", "a RestartJob rule restarts every replica, once",
 			plan(2, batch.RestartNever, rule(batch.RestartJob, 3)), running("0", "1"), []*corev1.Pod{runningPod(0), failedOn(1, 3, "")},
-			decided{Phase: batch.JobRunning, Restarts: 1, Restarted: []string{"job-worker-1"}, Deleted: []string{"job-worker-0", "job-worker-1"}}},
+			decided{Phase: batch.JobRunning, Restarts: 1, Restarted: []string{"job-worker-1"}, Deleted: []string{"job-worker-0", "job-worker-1"}}, nil},
 		{"disruption.go", "a preempted pod is replaced, no restart counted",
 			plan(1, batch.RestartNever, nil), running("0"), []*corev1.Pod{disruptedPod("job-worker-0", "w0", "PreemptionByScheduler")},
-			decided{Phase: batch.JobRunning, Disrupted: []string{"job-worker-0"}, Deleted: []string{"job-worker-0"}}},
+			decided{Phase: batch.JobRunning, Disrupted: []string{"job-worker-0"}, Deleted: []string{"job-worker-0"}}, nil},
 		{"nodes.go", "the node a replica failed on is avoided",
 			plan(1, batch.RestartOnFailure, func(p *Plan) {
 				p.FailurePolicy = &batch.FailurePolicy{AvoidFailedNodes: &batch.AvoidFailedNodes{}}
 			}), running("0"), []*corev1.Pod{failedOn(0, 1, "node-a")},
-			decided{Phase: batch.JobRunning, Restarted: []string{"job-worker-0"}, Deleted: []string{"job-worker-0"}, Excluded: []string{"node-a"}}},
+			decided{Phase: batch.JobRunning, Restarted: []string{"job-worker-0"}, Deleted: []string{"job-worker-0"}, Excluded: []string{"node-a"}}, nil},
 		{"stall.go", "a silent replica restarts the whole job",
 			stallPlan(batch.RestartOnFailure), reported(map[string]time.Duration{"job-worker-1": 2 * time.Minute}, nil), runningPods().Pods,
-			decided{Phase: batch.JobRunning, Restarts: 1, Restarted: []string{"job-worker-1"}, Deleted: []string{"job-worker-0", "job-worker-1"}, Stalled: true}},
+			decided{Phase: batch.JobRunning, Restarts: 1, Restarted: []string{"job-worker-1"}, Deleted: []string{"job-worker-0", "job-worker-1"}, Stalled: true}, nil},
 		{"restartjob.go", "restartScope Job restarts every replica with the one that failed",
 			plan(2, batch.RestartOnFailure, func(p *Plan) { p.RestartJob = true }), running("0", "1"), []*corev1.Pod{failedOn(0, 1, ""), runningPod(1)},
-			decided{Phase: batch.JobRunning, Restarts: 1, Restarted: []string{"job-worker-0", "job-worker-1"}, Deleted: []string{"job-worker-0", "job-worker-1"}}},
+			decided{Phase: batch.JobRunning, Restarts: 1, Restarted: []string{"job-worker-0", "job-worker-1"}, Deleted: []string{"job-worker-0", "job-worker-1"}}, nil},
+		{"requested.go", "a restart asked for the current attempt restarts every replica, counting nothing",
+			plan(2, batch.RestartNever, nil), func() batch.JobStatus { s := running("0", "1"); s.Attempt = 2; return s }(), []*corev1.Pod{runningPod(0), runningPod(1)},
+			decided{Phase: batch.JobRunning, Deleted: []string{"job-worker-0", "job-worker-1"}}, map[string]string{batch.AnnotationRestartAttempt: "2"}},
+		{"requested.go", "a restart asked for a past attempt does nothing",
+			plan(2, batch.RestartNever, nil), func() batch.JobStatus { s := running("0", "1"); s.Attempt = 3; return s }(), []*corev1.Pod{runningPod(0), runningPod(1)},
+			decided{Phase: batch.JobRunning}, map[string]string{batch.AnnotationRestartAttempt: "2"}},
 		{"elastic.go", "an elastic type asked to grow makes its new ranks, restarting nothing",
 			plan(3, batch.RestartOnFailure, func(p *Plan) { p.Elastic = &Elastic{Type: "worker", Min: 1, Max: 3} }),
 			running("0", "1"), []*corev1.Pod{runningPod(0), runningPod(1)},
-			decided{Phase: batch.JobRunning, Created: []string{"job-worker-2"}}},
+			decided{Phase: batch.JobRunning, Created: []string{"job-worker-2"}}, nil},
 		{"after.go", "a launcher waits for its workers to be ready",
 			plan(2, batch.RestartNever, launcher), batch.JobStatus{}, nil,
-			decided{Phase: batch.JobPending, Created: []string{"job-worker-0", "job-worker-1"}}},
+			decided{Phase: batch.JobPending, Created: []string{"job-worker-0", "job-worker-1"}}, nil},
 		{"deadlines.go", "a job past activeDeadlineSeconds fails",
 			plan(1, batch.RestartNever, func(p *Plan) { p.Deadline = time.Hour }), started(2*time.Hour, running("0")), []*corev1.Pod{runningPod(0)},
-			decided{Phase: batch.JobFailed, Outcome: "DeadlineExceeded", Deleted: []string{"job-worker-0"}}},
+			decided{Phase: batch.JobFailed, Outcome: "DeadlineExceeded", Deleted: []string{"job-worker-0"}}, nil},
 		{"deadlines.go", "a job within startupDeadlineSeconds is looked at again when it runs out",
 			plan(1, batch.RestartNever, func(p *Plan) { p.StartupDeadline = time.Hour }),
 			started(time.Minute, statusWith(batch.JobPending, replicaStatus("job-worker-0", "w0", batch.ReplicaPending, 0))), []*corev1.Pod{pendingPod(0)},
-			decided{Phase: batch.JobPending, Requeue: 59 * time.Minute}},
+			decided{Phase: batch.JobPending, Requeue: 59 * time.Minute}, nil},
 		{"pods.go", "an ended job's clean-up deletes the pods that still run",
 			plan(2, batch.RestartNever, func(p *Plan) { p.CleanUp = batch.CleanUpUnfinished }), running("0", "1"), []*corev1.Pod{failedOn(0, 1, ""), runningPod(1)},
-			decided{Phase: batch.JobFailed, Outcome: "Failed", Deleted: []string{"job-worker-1"}}},
+			decided{Phase: batch.JobFailed, Outcome: "Failed", Deleted: []string{"job-worker-1"}}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.policy+": "+tc.what, func(t *testing.T) {
-			d := mustDecide(t, testJob(tc.status), tc.plan, Children{Pods: tc.pods}, nil, now)
+			job := testJob(tc.status)
+			job.Annotations = tc.annotations
+			d := mustDecide(t, job, tc.plan, Children{Pods: tc.pods}, nil, now)
 			if got := decidedOf(d); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("decided %+v\nwant    %+v", got, tc.want)
 			}

@@ -1,6 +1,7 @@
 package decision
 
 import (
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,9 +42,10 @@ type replica struct {
 	view   Replica
 	action replicaAction
 	// cause, for withJob, says which replica's restart or replacement takes this one along;
-	// counted says whether that counts as a restart.
-	cause, causeBy string
-	counted        bool
+	// counted says whether that counts as a restart; requested, that a request restarts the
+	// job (requested.go), which counts neither a restart nor a disruption.
+	cause, causeBy     string
+	counted, requested bool
 	// disrupted: this decision recorded a disruption of its pod.
 	disrupted bool
 	// rule is the failure policy rule that decided what the replica does (nil: none did);
@@ -222,9 +224,10 @@ func (x *decider) carryOut(r *replica) carried {
 		}
 		t := termination(r.pod)
 		t.Reason, t.Message = ReasonRestartedWithJob, "Deleted to restart the whole job ("+r.causeBy+"): "+r.cause+"."
-		if r.counted {
+		switch {
+		case r.counted:
 			r.status.RestartCount++
-		} else {
+		case !r.requested:
 			t.Disrupted = true
 			r.status.Disruptions++
 		}
@@ -250,12 +253,30 @@ func (x *decider) carryOut(r *replica) carried {
 
 // createPod makes a replica's new pod, which avoids the nodes listed, and reports the
 // replica as being created.
-func (x *decider) createPod(job Job, r *replica, resumed bool, excluded []batch.ExcludedNode) *corev1.Pod {
+func (x *decider) createPod(job Job, r *replica, resumed bool, excluded []batch.ExcludedNode, attempt int32) *corev1.Pod {
 	r.status.UID, r.status.Phase = "", batch.ReplicaCreating
 	r.status.Containers, r.status.Node, r.status.Reason, r.status.Message = []batch.ContainerStatus{}, "", "", ""
-	pod := newPod(job, x.plan, x.admission, *r.group, r.rank, resumed)
+	pod := newPod(job, x.plan, x.admission, *r.group, r.rank, resumed, attempt)
 	excludeNodes(pod, excluded)
 	return pod
+}
+
+// stampAttempt records, in the replica's last termination, the attempt its pod was made for,
+// read from the pod's label while the pod is there to read it (a pod made before attempts
+// were labelled leaves it out). The record is copied, not changed in place: the old status
+// belongs to the informer's cache.
+func stampAttempt(r *replica) {
+	t := r.status.LastTermination
+	if t == nil || t.Attempt != 0 || r.pod == nil || r.pod.UID != t.UID {
+		return
+	}
+	n, err := strconv.Atoi(r.pod.Labels[batch.LabelAttempt])
+	if err != nil || n < 1 {
+		return
+	}
+	c := *t
+	c.Attempt = int32(n)
+	r.status.LastTermination = &c
 }
 
 // restartCounted reports whether a replica's status counts a restart of its current pod that

@@ -20,22 +20,24 @@ import (
 // controller that stops half-way finishes the restart and counts nothing twice.
 
 // jobRestart is a whole job's restart, as a decision orders it: why (which replica restarts
-// the job, and how it ended), what asked for it, and whether it counts as a restart of the
-// job (a disruption's replacement does not).
+// the job, and how it ended), what asked for it, whether it counts as a restart of the
+// job (a disruption's replacement does not), and whether it was asked for (requested.go).
 type jobRestart struct {
-	why, by string
-	counted bool
+	why, by        string
+	counted, asked bool
 }
 
-// restartJob turns a replica's restart or replacement into the whole job's, and raises the
-// barrier while old pods remain. With spec.restartScope: Job every restart and replacement
+// restartJob turns a replica's restart or replacement, or a request (requested, "" for
+// none: requested.go), into the whole job's, and raises the barrier while old pods remain. With spec.restartScope: Job every restart and replacement
 // does; otherwise only a failure policy rule's RestartJob, or a stall's default, does, and
 // counts one restart, of the job and of the replica that caused it: the others are
 // restarted with it, counted as disruptions (RestartedWithJob). It returns the job's restart
 // (nil: none starts now), and whether the barrier stands: some old pod is not gone yet, so
 // no pod is created.
-func (x *decider) restartJob(all []*replica) (restart *jobRestart, barrier bool) {
-	if cause := x.jobRestartCause(all); cause != nil {
+func (x *decider) restartJob(all []*replica, requested string) (restart *jobRestart, barrier bool) {
+	if cause := x.jobRestartCause(all); cause == nil && requested != "" {
+		restart = requestedRestart(all, requested)
+	} else if cause != nil {
 		counted := cause.action == restartNow
 		restart = &jobRestart{why: causeText(cause, counted), by: restartBy(cause, x.plan.RestartJob), counted: counted}
 		for _, r := range all {

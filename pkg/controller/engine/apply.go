@@ -214,7 +214,11 @@ func (c *Controller) recordOutcome(job Job, d *Decision) {
 		c.recorder.Event(job, eventType, reason, d.Outcome.Message)
 	}
 	if d.JobRestart != "" {
-		c.recorder.Eventf(job, corev1.EventTypeWarning, "RestartingJob", "Restarting every replica together (%s): %s.", d.JobRestartBy, d.JobRestart)
+		eventType := corev1.EventTypeWarning
+		if d.JobRestartAsked {
+			eventType = corev1.EventTypeNormal // nothing went wrong: someone asked
+		}
+		c.recorder.Eventf(job, eventType, "RestartingJob", "Restarting every replica together as attempt %d (%s): %s.", d.Status.Attempt, d.JobRestartBy, d.JobRestart)
 	}
 	for _, name := range d.Restarted {
 		if d.JobRestart == "" {

@@ -15,6 +15,7 @@ import (
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned/fake"
 	jobinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/informers/externalversions"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision/decisiontest"
 	"github.com/t9k-jobs/t9k-jobs/pkg/progress"
 )
@@ -146,10 +147,10 @@ func TestProgressKeepsTheTemplates(t *testing.T) {
 	}
 	pod := createdOf[*corev1.Pod](kube, "pods")[0]
 	main, sidecar := pod.Spec.Containers[0], pod.Spec.Containers[1]
-	if len(main.Env) != 3 || main.Env[0].Value != "https://mine" || len(main.VolumeMounts) != 1 {
+	if env := notAttempt(main.Env); len(env) != 3 || env[0].Value != "https://mine" || len(main.VolumeMounts) != 1 {
 		t.Errorf("main: env %v, mounts %v; want its own URL kept, the two files added", main.Env, main.VolumeMounts)
 	}
-	if len(sidecar.Env) != 0 || len(sidecar.VolumeMounts) != 1 || sidecar.VolumeMounts[0].Name != "own" {
+	if len(notAttempt(sidecar.Env)) != 0 || len(sidecar.VolumeMounts) != 1 || sidecar.VolumeMounts[0].Name != "own" {
 		t.Errorf("sidecar: env %v, mounts %v; want it left alone", sidecar.Env, sidecar.VolumeMounts)
 	}
 }
@@ -163,8 +164,19 @@ func TestNoProgressWithoutEndpoint(t *testing.T) {
 		t.Errorf("created %d ConfigMaps", len(cms))
 	}
 	for _, pod := range createdOf[*corev1.Pod](kube, "pods") {
-		if len(pod.Spec.Volumes) != 0 || len(pod.Spec.Containers[0].Env) != 0 {
+		if len(pod.Spec.Volumes) != 0 || len(notAttempt(pod.Spec.Containers[0].Env)) != 0 {
 			t.Errorf("%s: %+v", pod.Name, pod.Spec)
 		}
 	}
+}
+
+// notAttempt is a container's env without T9K_ATTEMPT, which every pod gets.
+func notAttempt(env []corev1.EnvVar) []corev1.EnvVar {
+	var out []corev1.EnvVar
+	for _, e := range env {
+		if e.Name != decision.EnvAttempt {
+			out = append(out, e)
+		}
+	}
+	return out
 }

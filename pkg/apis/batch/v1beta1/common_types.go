@@ -333,6 +333,10 @@ type ReplicaTermination struct {
 	// Rule is the spec.failurePolicy rule that decided what this ending did, if one did.
 	// +optional
 	Rule *FailurePolicyRuleRef `json:"rule,omitempty"`
+
+	// Attempt is the job's attempt the pod was made for (status.attempt at its creation).
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
 }
 
 // TaskStatus is the state of the replicas of one type.
@@ -401,6 +405,14 @@ type JobStatus struct {
 	// bounds it then. Each replica's restartCount counts its own.
 	// +optional
 	Restarts int32 `json:"restarts,omitempty"`
+
+	// Attempt numbers the job's lives: 1 for the first, one more at each whole-job restart
+	// (spec.restartScope: Job, a rule's RestartJob, a stall, a replacement of every replica
+	// after a disruption), whether or not it counts in restarts. Every pod carries the attempt
+	// it was made for (label batch.tensorstack.dev/attempt, env T9K_ATTEMPT), and each
+	// lastTermination the attempt of the pod that ended (docs/lifecycle.md, "Attempts").
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
 
 	// Progress is how far the training has come, as the job's replicas report it
 	// (docs/failures.md, "Progress").

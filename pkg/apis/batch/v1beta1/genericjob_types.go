@@ -19,6 +19,7 @@ import (
 // +kubebuilder:printcolumn:name="Succeeded",type=integer,JSONPath=`.status.aggregate.succeeded`
 // +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.aggregate.failed`
 // +kubebuilder:printcolumn:name="Progress",type=integer,JSONPath=`.status.progress.progressPercentage`,description="percent of the training done, as the slowest replica reports it"
+// +kubebuilder:printcolumn:name="Attempt",type=integer,priority=1,JSONPath=`.status.attempt`,description="the job's life: 1, then one more at each whole-job restart"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Message",type=string,priority=1,JSONPath=`.status.conditions[?(@.status=="True")].message`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must consist of lower-case letters, digits and '-', start with a letter and end with a letter or digit: it begins the host name and Service name of every replica"

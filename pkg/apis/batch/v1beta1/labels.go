@@ -11,10 +11,18 @@ const (
 	// LabelControllerUID is the UID of the job a child belongs to: a new job with the name of
 	// a deleted one never selects the old one's children.
 	LabelControllerUID = GroupName + "/controller-uid"
+	// LabelAttempt is the job's attempt a pod was made for (status.attempt): the same on every
+	// pod of one life of the job, one more after each whole-job restart. Containers read it
+	// as T9K_ATTEMPT.
+	LabelAttempt = GroupName + "/attempt"
 	// AnnotationRunMode marks the pods created in debug mode ("debug"), so that status tells
 	// what the pods run, not what the spec asks for now.
 	AnnotationRunMode = GroupName + "/run-mode"
 	RunModeDebug      = "debug"
+	// AnnotationRestartAttempt, on a job, asks for a restart of the whole job while the
+	// job's attempt (status.attempt) is the one it names (docs/lifecycle.md, "Restarting on
+	// request"): `kubectl t9k restart` writes it; a past attempt's number does nothing.
+	AnnotationRestartAttempt = GroupName + "/restart-attempt"
 	// AnnotationExcludedNodes lists, comma-separated, the nodes a pod was made to avoid
 	// (spec.failurePolicy.avoidFailedNodes): the controller reads it when no node fits the
 	// pod, to drop the oldest exclusion.

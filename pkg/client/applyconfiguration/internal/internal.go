@@ -2982,6 +2982,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.Aggregate
       default: {}
+    - name: attempt
+      type:
+        scalar: numeric
     - name: completionTime
       type:
         namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
@@ -3265,6 +3268,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.ReplicaTermination
   map:
     fields:
+    - name: attempt
+      type:
+        scalar: numeric
     - name: containers
       type:
         list:
@@ -3512,6 +3518,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.Aggregate
       default: {}
+    - name: attempt
+      type:
+        scalar: numeric
     - name: completionTime
       type:
         namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io

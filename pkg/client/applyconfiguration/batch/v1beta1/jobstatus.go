@@ -50,6 +50,12 @@ type JobStatusApplyConfiguration struct {
 	// Restarts counts the restarts of the whole job (spec.restartScope: Job); backoffLimit
 	// bounds it then. Each replica's restartCount counts its own.
 	Restarts *int32 `json:"restarts,omitempty"`
+	// Attempt numbers the job's lives: 1 for the first, one more at each whole-job restart
+	// (spec.restartScope: Job, a rule's RestartJob, a stall, a replacement of every replica
+	// after a disruption), whether or not it counts in restarts. Every pod carries the attempt
+	// it was made for (label batch.tensorstack.dev/attempt, env T9K_ATTEMPT), and each
+	// lastTermination the attempt of the pod that ended (docs/lifecycle.md, "Attempts").
+	Attempt *int32 `json:"attempt,omitempty"`
 	// Progress is how far the training has come, as the job's replicas report it
 	// (docs/failures.md, "Progress").
 	Progress *JobProgressApplyConfiguration `json:"progress,omitempty"`
@@ -137,6 +143,14 @@ func (b *JobStatusApplyConfiguration) WithCompletionTime(value v1.Time) *JobStat
 // If called multiple times, the Restarts field is set to the value of the last call.
 func (b *JobStatusApplyConfiguration) WithRestarts(value int32) *JobStatusApplyConfiguration {
 	b.Restarts = &value
+	return b
+}
+
+// WithAttempt sets the Attempt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Attempt field is set to the value of the last call.
+func (b *JobStatusApplyConfiguration) WithAttempt(value int32) *JobStatusApplyConfiguration {
+	b.Attempt = &value
 	return b
 }
 

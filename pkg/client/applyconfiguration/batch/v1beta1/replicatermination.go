@@ -48,6 +48,8 @@ type ReplicaTerminationApplyConfiguration struct {
 	Containers []ContainerStatusApplyConfiguration `json:"containers,omitempty"`
 	// Rule is the spec.failurePolicy rule that decided what this ending did, if one did.
 	Rule *FailurePolicyRuleRefApplyConfiguration `json:"rule,omitempty"`
+	// Attempt is the job's attempt the pod was made for (status.attempt at its creation).
+	Attempt *int32 `json:"attempt,omitempty"`
 }
 
 // ReplicaTerminationApplyConfiguration constructs a declarative configuration of the ReplicaTermination type for use with
@@ -122,5 +124,13 @@ func (b *ReplicaTerminationApplyConfiguration) WithContainers(values ...*Contain
 // If called multiple times, the Rule field is set to the value of the last call.
 func (b *ReplicaTerminationApplyConfiguration) WithRule(value *FailurePolicyRuleRefApplyConfiguration) *ReplicaTerminationApplyConfiguration {
 	b.Rule = value
+	return b
+}
+
+// WithAttempt sets the Attempt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Attempt field is set to the value of the last call.
+func (b *ReplicaTerminationApplyConfiguration) WithAttempt(value int32) *ReplicaTerminationApplyConfiguration {
+	b.Attempt = &value
 	return b
 }

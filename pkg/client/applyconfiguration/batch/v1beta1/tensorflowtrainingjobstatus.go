@@ -113,6 +113,14 @@ func (b *TensorFlowTrainingJobStatusApplyConfiguration) WithRestarts(value int32
 	return b
 }
 
+// WithAttempt sets the Attempt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Attempt field is set to the value of the last call.
+func (b *TensorFlowTrainingJobStatusApplyConfiguration) WithAttempt(value int32) *TensorFlowTrainingJobStatusApplyConfiguration {
+	b.JobStatusApplyConfiguration.Attempt = &value
+	return b
+}
+
 // WithProgress sets the Progress field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Progress field is set to the value of the last call.

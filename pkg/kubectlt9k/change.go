@@ -78,6 +78,60 @@ func isPaused(j job) bool {
 	return *mode != nil && (*mode).Pause != nil && (*mode).Pause.Enabled
 }
 
+// Restart restarts the job ref whole, as its next attempt (docs/lifecycle.md, "Restarting on
+// request"): it asks the controller to restart the job's current attempt through the
+// annotation batch.tensorstack.dev/restart-attempt, and, unless o.NoWait, waits until every
+// replica of the next attempt runs, or the job ends.
+func (o *Options) Restart(ctx context.Context, ref string) error {
+	j, err := find(ctx, o.Jobs, o.Namespace, ref)
+	if err != nil {
+		return err
+	}
+	name := strings.ToLower(j.Kind.Name) + "/" + j.GetName()
+	s := j.JobStatus()
+	switch {
+	case hasEnded(s):
+		return fmt.Errorf("%s has ended (%s): an ended job is not restarted; create it again to run it again", name, s.Phase)
+	case isPaused(j):
+		return fmt.Errorf("%s is paused: `kubectl t9k resume %s` makes its replicas again", name, name)
+	case s.Attempt == 0:
+		return fmt.Errorf("%s has no attempt yet (status.attempt): the controller has not started it; `kubectl t9k why %s` says why", name, name)
+	}
+	was := s.Attempt
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"%d"}}}`, batch.AnnotationRestartAttempt, was)
+	if err := j.Kind.client(o.Jobs.BatchV1beta1(), j.GetNamespace()).mergePatch(ctx, j.GetName(), []byte(patch)); err != nil {
+		return explain(err, "patch", j.Kind, j.GetNamespace())
+	}
+	if o.NoWait {
+		fmt.Fprintf(o.Out, "%s: asked to restart attempt %d; `kubectl t9k get %s -w` follows it\n", name, was, name)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	now, err := o.waitUntil(ctx, j, func(j job) bool {
+		s := j.JobStatus()
+		a := s.Aggregate
+		return hasEnded(s) || s.Attempt > was && a.Creating+a.Pending+a.Deleted+a.Unknown == 0
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: asked to restart attempt %d, but its next attempt does not run after %s; `kubectl t9k why %s` says why", name, was, o.Timeout, name)
+	}
+	if err != nil {
+		return err
+	}
+	s = now.JobStatus()
+	if s.Attempt == was {
+		return fmt.Errorf("%s ended (%s) before it restarted", name, s.Phase)
+	}
+	fmt.Fprintf(o.Out, "%s restarted: attempt %d (was %d), %s, %d replicas running\n", name, s.Attempt, was, s.Phase, s.Aggregate.Running)
+	return nil
+}
+
+// hasEnded: the job succeeded or failed, as its phase or its conditions say.
+func hasEnded(s *batch.JobStatus) bool {
+	return s.Phase == batch.JobSucceeded || s.Phase == batch.JobFailed || s.Finished()
+}
+
 // Scale sets the size of a GenericJob's elastic type through its scale subresource, as
 // kubectl scale does (docs/elastic.md), and, unless o.NoWait, waits until it runs at that size.
 func (o *Options) Scale(ctx context.Context, ref string, replicas int32) error {

@@ -37,7 +37,11 @@ func row(j job, now time.Time, withNamespace bool) []string {
 	for _, t := range s.Tasks {
 		restarts += t.RestartCount
 	}
-	cols := []string{strings.ToLower(j.Kind.Name), j.GetName(), phase, replicas, progress(s.Progress), fmt.Sprint(restarts), queue,
+	attempt := "-"
+	if s.Attempt > 0 {
+		attempt = fmt.Sprint(s.Attempt)
+	}
+	cols := []string{strings.ToLower(j.Kind.Name), j.GetName(), phase, replicas, progress(s.Progress), fmt.Sprint(restarts), attempt, queue,
 		duration.HumanDuration(now.Sub(j.GetCreationTimestamp().Time))}
 	if withNamespace {
 		cols = append([]string{j.GetNamespace()}, cols...)
@@ -60,10 +64,11 @@ func progress(p *batch.JobProgress) string {
 	return "-"
 }
 
-var header = []string{"KIND", "NAME", "PHASE", "RUNNING", "PROGRESS", "RESTARTS", "QUEUE", "AGE"}
+var header = []string{"KIND", "NAME", "PHASE", "RUNNING", "PROGRESS", "RESTARTS", "ATTEMPT", "QUEUE", "AGE"}
 
 // printTable prints jobs under the header; RUNNING is running replicas of all of them,
-// RESTARTS the job's whole-job restarts plus its replicas' own.
+// RESTARTS the job's whole-job restarts plus its replicas' own, ATTEMPT the job's life
+// (status.attempt; "-" before its first decision).
 func printTable(out io.Writer, jobs []job, now time.Time, withNamespace, withHeader bool) error {
 	w := tabwriter.NewWriter(out, 0, 8, 3, ' ', 0)
 	if withHeader {

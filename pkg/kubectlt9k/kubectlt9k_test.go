@@ -39,13 +39,13 @@ func running() *batch.GenericJob {
 	j.Labels = map[string]string{queueLabel: "team-a"}
 	j.Status = batch.JobStatus{Phase: batch.JobRunning, Aggregate: batch.Aggregate{Running: 3, Pending: 1},
 		Progress: &batch.JobProgress{ProgressPercentage: ptr.To[int32](40)},
-		Tasks:    []batch.TaskStatus{{Type: "worker", RestartCount: 2}}}
+		Tasks:    []batch.TaskStatus{{Type: "worker", RestartCount: 2}}, Attempt: 1}
 	return j
 }
 
 func failed() *batch.MPIJob {
 	j := &batch.MPIJob{ObjectMeta: meta("team", "hvd", 3*time.Hour)}
-	j.Status = batch.JobStatus{Phase: batch.JobFailed, Aggregate: batch.Aggregate{Failed: 1, Succeeded: 2}, Restarts: 1,
+	j.Status = batch.JobStatus{Phase: batch.JobFailed, Aggregate: batch.Aggregate{Failed: 1, Succeeded: 2}, Restarts: 1, Attempt: 2,
 		Progress: &batch.JobProgress{Step: ptr.To[int64](120), TotalSteps: ptr.To[int64](1000)}}
 	return j
 }
@@ -57,10 +57,10 @@ func TestGetPrintsEveryKindInOneTable(t *testing.T) {
 	if err := o.Get(context.Background(), nil, false); err != nil {
 		t.Fatal(err)
 	}
-	want := `KIND                 NAME    PHASE     RUNNING   PROGRESS        RESTARTS   QUEUE    AGE
-xgboosttrainingjob   boost   Pending   0/0       -               0          -        20s
-mpijob               hvd     Failed    0/3       step 120/1000   1          -        3h
-genericjob           train   Running   3/4       40%             2          team-a   5m
+	want := `KIND                 NAME    PHASE     RUNNING   PROGRESS        RESTARTS   ATTEMPT   QUEUE    AGE
+xgboosttrainingjob   boost   Pending   0/0       -               0          -         -        20s
+mpijob               hvd     Failed    0/3       step 120/1000   1          2         -        3h
+genericjob           train   Running   3/4       40%             2          1         team-a   5m
 `
 	if out.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
@@ -129,7 +129,7 @@ func TestWhyTellsConditionsTerminationsAndWarnings(t *testing.T) {
 	}
 	j.Status.Tasks = []batch.TaskStatus{{Type: "worker", Replicas: []batch.ReplicaStatus{
 		{Name: "worker-0"},
-		{Name: "worker-1", RestartCount: 1, LastTermination: &batch.ReplicaTermination{Phase: batch.ReplicaFailed, Node: "node-3",
+		{Name: "worker-1", RestartCount: 1, LastTermination: &batch.ReplicaTermination{Phase: batch.ReplicaFailed, Node: "node-3", Attempt: 2,
 			Containers: []batch.ContainerStatus{{Name: "mpi-worker", ExitCode: ptr.To[int32](3), Reason: "Error"}},
 			Rule:       &batch.FailurePolicyRuleRef{Index: 0, Action: "FailJob"}}},
 	}}}
@@ -142,12 +142,12 @@ func TestWhyTellsConditionsTerminationsAndWarnings(t *testing.T) {
 	if err := o.Why(context.Background(), "hvd"); err != nil {
 		t.Fatal(err)
 	}
-	want := `mpijob/hvd in namespace team is Failed: 0 running, 2 succeeded, 1 failed replicas; 1 whole-job restarts.
+	want := `mpijob/hvd in namespace team is Failed: 0 running, 2 succeeded, 1 failed replicas; 1 whole-job restarts, attempt 2.
   Failed True (ReplicaFailed, 2m ago): worker-1 failed with exit code 3: failurePolicy rule 0 fails the job
   Running False (Failed, 2m ago)
   Initialized True (-, 3h ago)
 Last terminations:
-  worker-1: Failed, mpi-worker exited 3 (Error); on node-3; failurePolicy rule 0 decided FailJob; restarted 1 times
+  worker-1: Failed in attempt 2, mpi-worker exited 3 (Error); on node-3; failurePolicy rule 0 decided FailJob; restarted 1 times
 Nodes its new pods avoid (spec.failurePolicy.avoidFailedNodes):
   node-3: worker-1 failed there (exit code 3, 10m ago)
 Recent warnings:
@@ -213,6 +213,59 @@ func TestPauseWritesTheSpecAndWaitsForThePhase(t *testing.T) {
 	}
 }
 
+// Restart asks for a restart of the job's current attempt through its annotation, and waits
+// until the next attempt runs whole: the barrier's moment (attempt 2, replicas deleted) is
+// not the end.
+func TestRestartAsksForTheCurrentAttemptAndWaitsForTheNext(t *testing.T) {
+	o, out, _ := fixture(running())
+	jobs := o.Jobs.BatchV1beta1().GenericJobs("team")
+	w, err := jobs.Watch(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	go func() {
+		for e := range w.ResultChan() {
+			j, ok := e.Object.(*batch.GenericJob)
+			if !ok || j.Annotations[batch.AnnotationRestartAttempt] != "1" || j.Status.Attempt != 1 {
+				continue
+			}
+			j.Status.Attempt, j.Status.Aggregate = 2, batch.Aggregate{Deleted: 4}
+			j, err := jobs.UpdateStatus(context.Background(), j, metav1.UpdateOptions{})
+			if err != nil {
+				return
+			}
+			j.Status.Aggregate = batch.Aggregate{Running: 4}
+			_, _ = jobs.UpdateStatus(context.Background(), j, metav1.UpdateOptions{})
+			return
+		}
+	}()
+	if err := o.Restart(context.Background(), "train"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), "genericjob/train restarted: attempt 2 (was 1), Running, 4 replicas running\n"; got != want {
+		t.Errorf("printed %q, want %q", got, want)
+	}
+}
+
+func TestRestartRefusesWhatCannotRestart(t *testing.T) {
+	paused := running()
+	paused.Name = "held"
+	paused.Spec.RunMode = &batch.RunMode{Pause: &batch.PauseMode{Enabled: true}}
+	fresh := &batch.XGBoostTrainingJob{ObjectMeta: meta("team", "boost", 20*time.Second)}
+	o, _, _ := fixture(failed(), paused, fresh)
+	ctx := context.Background()
+	for ref, want := range map[string]string{
+		"hvd":   "mpijob/hvd has ended (Failed): an ended job is not restarted",
+		"held":  "genericjob/held is paused: `kubectl t9k resume genericjob/held`",
+		"boost": "xgboosttrainingjob/boost has no attempt yet",
+	} {
+		if err := o.Restart(ctx, ref); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("restart %s: %v, want %q", ref, err, want)
+		}
+	}
+}
+
 func TestScaleRefusesWhatHasNoSize(t *testing.T) {
 	o, _, _ := fixture(running(), failed())
 	ctx := context.Background()
@@ -251,6 +304,31 @@ func TestLogsPrefixEachLineWithItsReplica(t *testing.T) {
 	}
 	if err := o.Logs(context.Background(), "train", LogOptions{Type: "chief", Rank: -1}); err == nil || !strings.Contains(err.Error(), "genericjob/train has no pods of type chief now") {
 		t.Errorf("no pods: %v", err)
+	}
+}
+
+// --attempt reads the pods of one attempt; an earlier attempt's pods went with its restart,
+// and an attempt the job has not reached is named as such.
+func TestLogsOfAnAttempt(t *testing.T) {
+	j := running()
+	j.Status.Attempt = 2
+	o, out, _ := fixture(j)
+	pod := func(rank, attempt string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "train-worker-" + rank, Labels: map[string]string{
+			batch.LabelJobName: "train", batch.LabelControllerUID: "uid-train", batch.LabelReplicaType: "worker", batch.LabelReplicaIndex: rank,
+			batch.LabelAttempt: attempt}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}}}}
+	}
+	o.Kube = kubefake.NewClientset(pod("0", "2"), pod("1", "2"))
+	if err := o.Logs(context.Background(), "train", LogOptions{Rank: -1, Attempt: 2}); err != nil || out.String() != "worker-0| fake logs\nworker-1| fake logs\n" {
+		t.Errorf("--attempt 2: %v, printed %q", err, out.String())
+	}
+	if err := o.Logs(context.Background(), "train", LogOptions{Rank: -1, Attempt: 1}); err == nil ||
+		!strings.Contains(err.Error(), "genericjob/train has no pods of attempt 1 left: a whole-job restart deletes the pods of the attempt it ends") {
+		t.Errorf("--attempt 1: %v", err)
+	}
+	if err := o.Logs(context.Background(), "train", LogOptions{Rank: -1, Attempt: 3}); err == nil ||
+		!strings.Contains(err.Error(), "genericjob/train has no attempt 3: its attempts are 1 to 2") {
+		t.Errorf("--attempt 3: %v", err)
 	}
 }
 

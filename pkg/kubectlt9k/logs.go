@@ -26,6 +26,7 @@ type LogOptions struct {
 	Follow     bool   // stream until the job ends, the replicas' next lives included
 	Previous   bool   // the previous container of each replica, as kubectl logs --previous
 	Timestamps bool   // keep each line's timestamp
+	Attempt    int32  // only the pods of this attempt of the job (0: every pod there is)
 }
 
 // Logs prints the logs of the job ref's replicas, each line prefixed with the replica's
@@ -44,12 +45,22 @@ func (o *Options) Logs(ctx context.Context, ref string, opts LogOptions) error {
 	if opts.Rank >= 0 {
 		selector[batch.LabelReplicaIndex] = strconv.Itoa(opts.Rank)
 	}
+	if opts.Attempt != 0 {
+		if current := j.JobStatus().Attempt; opts.Attempt < 1 || opts.Attempt > current {
+			return fmt.Errorf("%s/%s has no attempt %d: its attempts are 1 to %d (status.attempt)", strings.ToLower(j.Kind.Name), j.GetName(), opts.Attempt, current)
+		}
+		selector[batch.LabelAttempt] = strconv.Itoa(int(opts.Attempt))
+	}
 	if opts.Follow {
 		return o.followLogs(ctx, j, selector.AsSelector().String(), opts)
 	}
 	pods, err := o.Kube.CoreV1().Pods(j.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: selector.AsSelector().String()})
 	if err != nil {
 		return err
+	}
+	if len(pods.Items) == 0 && opts.Attempt != 0 && opts.Attempt < j.JobStatus().Attempt {
+		return fmt.Errorf("%s/%s has no pods of attempt %d%s left: a whole-job restart deletes the pods of the attempt it ends, and their logs with them; "+
+			"read them from the cluster's log collector (docs/lifecycle.md, \"Attempts\")", strings.ToLower(j.Kind.Name), j.GetName(), opts.Attempt, which(opts))
 	}
 	if len(pods.Items) == 0 {
 		return fmt.Errorf("%s/%s has no pods%s now: its replicas are not created, or were deleted (`kubectl t9k why %s/%s`)",

@@ -25,7 +25,7 @@ type Options struct {
 	Namespace string
 	Out       io.Writer
 	ErrOut    io.Writer
-	// NoWait: pause, resume and scale return once the change is written, without waiting
+	// NoWait: pause, resume, restart and scale return once the change is written, without waiting
 	// for the job to show it; Timeout bounds that wait.
 	NoWait  bool
 	Timeout time.Duration
@@ -64,7 +64,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		Use: "kubectl-t9k",
 		// kubectl runs the plugin as `kubectl t9k`: help and usage say so.
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl t9k"},
-		Short:       "Jobs of t9k-jobs' five kinds: list them, say why they wait or failed, read their logs, pause, resume and resize them",
+		Short:       "Jobs of t9k-jobs' five kinds: list them, say why they wait or failed, read their logs, pause, resume, restart and resize them",
 		Long: `kubectl t9k works on GenericJobs, MPIJobs, ColossalAIJobs, TensorFlowTrainingJobs and
 XGBoostTrainingJobs alike. A job is named NAME (when one job of any kind has that name) or
 KIND/NAME (genericjob/train, gj/train, mpijob/x, ...).`,
@@ -113,6 +113,7 @@ KIND/NAME (genericjob/train, gj/train, mpijob/x, ...).`,
 	logs.Flags().BoolVarP(&logOpts.Follow, "follow", "f", false, "stream the logs, new pods' too, until the job ends")
 	logs.Flags().BoolVarP(&logOpts.Previous, "previous", "p", false, "the previous container of each replica's pod")
 	logs.Flags().BoolVar(&logOpts.Timestamps, "timestamps", false, "keep each line's timestamp")
+	logs.Flags().Int32Var(&logOpts.Attempt, "attempt", 0, "only the pods of this attempt of the job (status.attempt)")
 
 	pause := &cobra.Command{
 		Use:   "pause JOB",
@@ -125,6 +126,12 @@ KIND/NAME (genericjob/train, gj/train, mpijob/x, ...).`,
 		Short: "Resume a paused job",
 		Args:  cobra.ExactArgs(1),
 		RunE:  func(cmd *cobra.Command, args []string) error { return o.SetPaused(cmd.Context(), args[0], false) },
+	}
+	restart := &cobra.Command{
+		Use:   "restart JOB",
+		Short: "Restart every replica of a job together, as its next attempt",
+		Args:  cobra.ExactArgs(1),
+		RunE:  func(cmd *cobra.Command, args []string) error { return o.Restart(cmd.Context(), args[0]) },
 	}
 	var replicas int32
 	scale := &cobra.Command{
@@ -165,11 +172,11 @@ KIND/NAME (genericjob/train, gj/train, mpijob/x, ...).`,
 		Args:  cobra.ExactArgs(1),
 		RunE:  func(cmd *cobra.Command, args []string) error { return o.Debug(cmd.Context(), args[0]) },
 	}
-	for _, c := range []*cobra.Command{pause, resume, scale, debug} {
+	for _, c := range []*cobra.Command{pause, resume, restart, scale, debug} {
 		c.Flags().BoolVar(&noWait, "no-wait", false, "return once the change is written, without waiting for the job to show it")
 		c.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the job to show the change")
 	}
-	root.AddCommand(get, why, logs, pause, resume, scale, exec, debug)
+	root.AddCommand(get, why, logs, pause, resume, restart, scale, exec, debug)
 	root.SetContext(context.Background())
 	return root
 }

@@ -48,8 +48,12 @@ func explainWhy(out io.Writer, j job, warnings []corev1.Event, now time.Time) {
 		phase = "Pending (not seen by the controller yet)"
 	}
 	a := s.Aggregate
-	fmt.Fprintf(out, "%s in namespace %s is %s: %d running, %d succeeded, %d failed replicas; %d whole-job restarts.\n",
-		ref, j.GetNamespace(), phase, a.Running, a.Succeeded, a.Failed, s.Restarts)
+	attempt := ""
+	if s.Attempt > 0 {
+		attempt = fmt.Sprintf(", attempt %d", s.Attempt)
+	}
+	fmt.Fprintf(out, "%s in namespace %s is %s: %d running, %d succeeded, %d failed replicas; %d whole-job restarts%s.\n",
+		ref, j.GetNamespace(), phase, a.Running, a.Succeeded, a.Failed, s.Restarts, attempt)
 
 	for _, t := range conditionOrder {
 		for _, c := range s.Conditions {
@@ -113,6 +117,9 @@ func termination(r batch.ReplicaStatus) string {
 		return ""
 	}
 	line := r.Name + ": " + orDash(string(t.Phase))
+	if t.Attempt > 0 {
+		line += fmt.Sprintf(" in attempt %d", t.Attempt)
+	}
 	if t.Disrupted {
 		line += ", disrupted (no restart counted)"
 	}

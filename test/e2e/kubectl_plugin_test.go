@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
@@ -73,8 +75,8 @@ func TestKubectlPlugin(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl t9k get: %v\n%s", err, out)
 	}
-	want := `KIND         NAME      PHASE     RUNNING   PROGRESS   RESTARTS   QUEUE   AGE
-genericjob   trainer   Running   2/2       -          0          -       <age>
+	want := `KIND         NAME      PHASE     RUNNING   PROGRESS   RESTARTS   ATTEMPT   QUEUE   AGE
+genericjob   trainer   Running   2/2       -          0          1         -       <age>
 `
 	if got := age.ReplaceAllString(out, "<age>"); got != want {
 		t.Errorf("kubectl t9k get:\n%s\nwant:\n%s", got, want)
@@ -135,6 +137,33 @@ genericjob   trainer   Running   2/2       -          0          -       <age>
 	out, err = kubectlT9k(t, "-n", ns, "resume", "trainer")
 	if err != nil || !strings.HasPrefix(out, "genericjob/trainer resumed: Running (was Paused), ") {
 		t.Errorf("kubectl t9k resume: %v: %q", err, out)
+	}
+
+	// restart: every replica again, as attempt 2, through the job's restart-attempt
+	// annotation; the pods of attempt 1 went, and their logs with them.
+	before := map[types.UID]bool{}
+	for _, p := range jobPods(t, ns, "trainer-worker-") {
+		before[p.UID] = true
+	}
+	out, err = kubectlT9k(t, "-n", ns, "restart", "trainer")
+	if err != nil || out != "genericjob/trainer restarted: attempt 2 (was 1), Running, 2 replicas running\n" {
+		t.Errorf("kubectl t9k restart: %v: %q", err, out)
+	}
+	after := jobPods(t, ns, "trainer-worker-")
+	for _, p := range after {
+		if before[p.UID] || p.Labels[batch.LabelAttempt] != "2" {
+			t.Errorf("after the restart, pod %s (uid %s, attempt %q): want a new pod of attempt 2", p.Name, p.UID, p.Labels[batch.LabelAttempt])
+		}
+	}
+	if len(after) != 2 {
+		t.Errorf("after the restart, %d pods; want 2", len(after))
+	}
+	if e, _ := jobEventOf(t, ns, job.Name, "RestartingJob", "Restarting every replica together as attempt 2 (annotation batch.tensorstack.dev/restart-attempt): asked to restart attempt 1."); e.Type != corev1.EventTypeNormal {
+		t.Errorf("the restart's event is %s, want Normal: nothing failed", e.Type)
+	}
+	out, err = kubectlT9k(t, "-n", ns, "logs", "trainer", "--attempt", "1")
+	if err == nil || !strings.Contains(out, "error: genericjob/trainer has no pods of attempt 1 left: a whole-job restart deletes the pods of the attempt it ends") {
+		t.Errorf("kubectl t9k logs --attempt 1: %v: %q", err, out)
 	}
 
 	// debug: a copy in debug mode, running, whose pods say they run in debug mode.

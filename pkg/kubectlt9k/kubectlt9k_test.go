@@ -307,6 +307,22 @@ func TestLogsPrefixEachLineWithItsReplica(t *testing.T) {
 	}
 }
 
+// --all reads every container of each replica, init containers first, each line naming its
+// container.
+func TestLogsOfEveryContainer(t *testing.T) {
+	o, out, _ := fixture(running())
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "train-worker-0", Labels: map[string]string{
+		batch.LabelJobName: "train", batch.LabelControllerUID: "uid-train", batch.LabelReplicaType: "worker", batch.LabelReplicaIndex: "0"}},
+		Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: "fetch"}}, Containers: []corev1.Container{{Name: "main"}, {Name: "exporter"}}}}
+	o.Kube = kubefake.NewClientset(p)
+	if err := o.Logs(context.Background(), "train", LogOptions{Rank: -1, All: true}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "worker-0/fetch| fake logs\nworker-0/main| fake logs\nworker-0/exporter| fake logs\n"; out.String() != want {
+		t.Errorf("--all: got %q, want %q", out.String(), want)
+	}
+}
+
 // --attempt reads the pods of one attempt; an earlier attempt's pods went with its restart,
 // and an attempt the job has not reached is named as such.
 func TestLogsOfAnAttempt(t *testing.T) {

@@ -27,6 +27,7 @@ type LogOptions struct {
 	Previous   bool   // the previous container of each replica, as kubectl logs --previous
 	Timestamps bool   // keep each line's timestamp
 	Attempt    int32  // only the pods of this attempt of the job (0: every pod there is)
+	All        bool   // every container of each replica, init containers too, not only its main one
 }
 
 // Logs prints the logs of the job ref's replicas, each line prefixed with the replica's
@@ -69,12 +70,14 @@ func (o *Options) Logs(ctx context.Context, ref string, opts LogOptions) error {
 	var lines []logLine
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		got, err := o.readLog(ctx, p, opts)
-		if err != nil {
-			fmt.Fprintf(o.ErrOut, "%s: %v\n", prefix(p), err)
-			continue
+		for _, c := range containersOf(p, opts) {
+			got, err := o.readLog(ctx, p, c, opts)
+			if err != nil {
+				fmt.Fprintf(o.ErrOut, "%s: %v\n", prefix(p, c, opts), err)
+				continue
+			}
+			lines = append(lines, got...)
 		}
-		lines = append(lines, got...)
 	}
 	sort.SliceStable(lines, func(a, b int) bool { return lines[a].at.Before(lines[b].at) })
 	for _, l := range lines {
@@ -88,10 +91,10 @@ type logLine struct {
 	text string
 }
 
-// readLog reads one pod's log with timestamps, to merge it with the others'.
-func (o *Options) readLog(ctx context.Context, p *corev1.Pod, opts LogOptions) ([]logLine, error) {
+// readLog reads the log of a pod's container with timestamps, to merge it with the others'.
+func (o *Options) readLog(ctx context.Context, p *corev1.Pod, container string, opts LogOptions) ([]logLine, error) {
 	stream, err := o.Kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{
-		Container: mainContainer(p), Previous: opts.Previous, Timestamps: true}).Stream(ctx)
+		Container: container, Previous: opts.Previous, Timestamps: true}).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +107,7 @@ func (o *Options) readLog(ctx context.Context, p *corev1.Pod, opts LogOptions) (
 		if opts.Timestamps {
 			text = at.UTC().Format(time.RFC3339Nano) + " " + text
 		}
-		lines = append(lines, logLine{at, prefix(p) + text})
+		lines = append(lines, logLine{at, prefix(p, container, opts) + text})
 	}
 	return lines, scan.Err()
 }
@@ -137,13 +140,13 @@ func (o *Options) followLogs(ctx context.Context, j job, selector string, opts L
 		defer mu.Unlock()
 		fmt.Fprintln(o.Out, line)
 	}
-	stream := func(p *corev1.Pod) {
+	stream := func(p *corev1.Pod, c string) {
 		defer streaming.Done()
 		r, err := o.Kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{
-			Container: mainContainer(p), Follow: true, Timestamps: opts.Timestamps}).Stream(ctx)
+			Container: c, Follow: true, Timestamps: opts.Timestamps}).Stream(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				out(prefix(p) + "(no log: " + err.Error() + ")")
+				out(prefix(p, c, opts) + "(no log: " + err.Error() + ")")
 			}
 			return
 		}
@@ -151,7 +154,7 @@ func (o *Options) followLogs(ctx context.Context, j job, selector string, opts L
 		scan := bufio.NewScanner(r)
 		scan.Buffer(make([]byte, 64*1024), 1024*1024)
 		for scan.Scan() {
-			out(prefix(p) + scan.Text())
+			out(prefix(p, c, opts) + scan.Text())
 		}
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(o.Kube, 0, informers.WithNamespace(j.GetNamespace()),
@@ -170,8 +173,10 @@ func (o *Options) followLogs(ctx context.Context, j job, selector string, opts L
 			return
 		}
 		started[p.UID] = true
-		streaming.Add(1)
-		go stream(p)
+		for _, c := range containersOf(p, opts) {
+			streaming.Add(1)
+			go stream(p, c)
+		}
 	}
 	reg, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: maybeStart, UpdateFunc: func(_, obj any) { maybeStart(obj) }})
 	if err != nil {
@@ -215,9 +220,27 @@ func (o *Options) followLogs(ctx context.Context, j job, selector string, opts L
 // endGrace is how long logs are still followed once the job has ended.
 const endGrace = 10 * time.Second
 
-// prefix is "type-rank| " of a replica's pod.
-func prefix(p *corev1.Pod) string {
-	return p.Labels[batch.LabelReplicaType] + "-" + p.Labels[batch.LabelReplicaIndex] + "| "
+// prefix is "type-rank| " of a replica's pod, "type-rank/container| " when every container's
+// log is read.
+func prefix(p *corev1.Pod, container string, opts LogOptions) string {
+	replica := p.Labels[batch.LabelReplicaType] + "-" + p.Labels[batch.LabelReplicaIndex]
+	if opts.All {
+		return replica + "/" + container + "| "
+	}
+	return replica + "| "
+}
+
+// containersOf are the containers whose logs are read of a replica's pod: its main one, or
+// with opts.All every one, init containers first.
+func containersOf(p *corev1.Pod, opts LogOptions) []string {
+	if !opts.All {
+		return []string{mainContainer(p)}
+	}
+	var names []string
+	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+		names = append(names, c.Name)
+	}
+	return names
 }
 
 // mainContainer is the container whose log is a replica's: kubectl's default-container

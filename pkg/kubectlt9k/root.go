@@ -114,6 +114,7 @@ KIND/NAME (genericjob/train, gj/train, mpijob/x, ...).`,
 	logs.Flags().BoolVarP(&logOpts.Previous, "previous", "p", false, "the previous container of each replica's pod")
 	logs.Flags().BoolVar(&logOpts.Timestamps, "timestamps", false, "keep each line's timestamp")
 	logs.Flags().Int32Var(&logOpts.Attempt, "attempt", 0, "only the pods of this attempt of the job (status.attempt)")
+	logs.Flags().BoolVar(&logOpts.All, "all", false, "every container of each replica, init containers too, each line prefixed type-rank/container|")
 
 	pause := &cobra.Command{
 		Use:   "pause JOB",

@@ -192,13 +192,17 @@ genericjob   trainer   Running   2/2       -          0          1         -    
 
 // TestKubectlPluginLogs: kubectl t9k logs on the real node: -f follows both replicas from
 // before they start until the job has ended, each line prefixed with its replica; without -f
-// the lines are merged in time order; --rank chooses one replica.
+// the lines are merged in time order; --rank chooses one replica; --all reads its init
+// container too, each line naming its container.
 func TestKubectlPluginLogs(t *testing.T) {
 	parallel(t, realNode.one())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	job := realNodeJob("talk", "sh", "-c", `echo "$(type) $(rank) first"; sleep 2; echo "$(type) $(rank) second"`)
 	job.Spec.ReplicaSpecs[0].Replicas = ptr.To[int32](2)
+	job.Spec.ReplicaSpecs[0].Template.Spec.InitContainers = []corev1.Container{{Name: "hello", Image: trainingImage,
+		Command: []string{"sh", "-c", `echo "$(type) $(rank) init"`}}}
+	main := job.Spec.ReplicaSpecs[0].Template.Spec.Containers[0].Name
 
 	// -f from before the job exists would fail to find it: it starts right after.
 	createJob(t, ns, job)
@@ -249,6 +253,10 @@ func TestKubectlPluginLogs(t *testing.T) {
 	out, err = kubectlT9k(t, "-n", ns, "logs", "talk", "--rank", "1")
 	if err != nil || out != "worker-1| worker 1 first\nworker-1| worker 1 second\n" {
 		t.Errorf("kubectl t9k logs --rank 1: %v: %q", err, out)
+	}
+	out, err = kubectlT9k(t, "-n", ns, "logs", "talk", "--rank", "0", "--all")
+	if want := "worker-0/hello| worker 0 init\nworker-0/" + main + "| worker 0 first\nworker-0/" + main + "| worker 0 second\n"; err != nil || out != want {
+		t.Errorf("kubectl t9k logs --rank 0 --all: %v: %q, want %q", err, out, want)
 	}
 
 	// exec runs in the replica named by type and rank; its output and exit code come back.

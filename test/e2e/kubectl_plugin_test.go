@@ -161,6 +161,15 @@ genericjob   trainer   Running   2/2       -          0          1         -    
 	if e, _ := jobEventOf(t, ns, job.Name, "RestartingJob", "Restarting every replica together as attempt 2 (annotation batch.tensorstack.dev/restart-attempt): asked to restart attempt 1."); e.Type != corev1.EventTypeNormal {
 		t.Errorf("the restart's event is %s, want Normal: nothing failed", e.Type)
 	}
+	asked := 0.0
+	for _, s := range controllerMetrics(t).Samples("t9k_job_restarts_total") {
+		if s.Labels["kind"] == "GenericJob" && s.Labels["cause"] == "Request" {
+			asked += s.Value
+		}
+	}
+	if asked < 1 {
+		t.Errorf("/metrics counts no whole-job restart of a GenericJob caused by a Request")
+	}
 	out, err = kubectlT9k(t, "-n", ns, "logs", "trainer", "--attempt", "1")
 	if err == nil || !strings.Contains(out, "error: genericjob/trainer has no pods of attempt 1 left: a whole-job restart deletes the pods of the attempt it ends") {
 		t.Errorf("kubectl t9k logs --attempt 1: %v: %q", err, out)

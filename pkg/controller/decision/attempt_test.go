@@ -56,7 +56,7 @@ func TestAttemptsOfAWholeJobRestart(t *testing.T) {
 	status.Attempt = 1
 	pods := []*corev1.Pod{attemptPod("job-worker-0", "w0", corev1.PodRunning, 0, "1"), attemptPod("job-worker-1", "w1", corev1.PodFailed, 1, "1")}
 	restart := mustDecide(t, testJob(status), plan, Children{Pods: pods}, nil, now)
-	if restart.Status.Attempt != 2 || restart.Status.Restarts != 1 || restart.JobRestart == "" {
+	if restart.Status.Attempt != 2 || restart.Status.Restarts != 1 || restart.JobRestart == "" || restart.JobRestartCause != RestartCauseFailure {
 		t.Fatalf("worker-1 failed: attempt %d, restarts %d, restart %q; want attempt 2 begun", restart.Status.Attempt, restart.Status.Restarts, restart.JobRestart)
 	}
 	for _, name := range []string{"job-worker-0", "job-worker-1"} {
@@ -94,8 +94,8 @@ func TestAttemptOfAWholeJobReplacement(t *testing.T) {
 	disrupted := disruptedPod("job-worker-1", "w1", "PreemptionByScheduler")
 	disrupted.Labels[batch.LabelAttempt] = "1"
 	d := mustDecide(t, testJob(status), plan, Children{Pods: []*corev1.Pod{attemptPod("job-worker-0", "w0", corev1.PodRunning, 0, "1"), disrupted}}, nil, now)
-	if d.Status.Attempt != 2 || d.Status.Restarts != 0 {
-		t.Errorf("a disruption under restartScope Job: attempt %d, restarts %d; want attempt 2, no restart counted", d.Status.Attempt, d.Status.Restarts)
+	if d.Status.Attempt != 2 || d.Status.Restarts != 0 || d.JobRestartCause != RestartCauseDisruption {
+		t.Errorf("a disruption under restartScope Job: attempt %d, restarts %d, cause %q; want attempt 2, no restart counted, cause Disruption", d.Status.Attempt, d.Status.Restarts, d.JobRestartCause)
 	}
 }
 
@@ -148,7 +148,7 @@ func TestRestartOnRequest(t *testing.T) {
 	pods := []*corev1.Pod{attemptPod("job-worker-0", "w0", corev1.PodRunning, 0, "2"), attemptPod("job-worker-1", "w1", corev1.PodSucceeded, 0, "2")}
 	d := mustDecide(t, asked(status), plan, Children{Pods: pods}, nil, now)
 	if d.Status.Attempt != 3 || d.Status.Restarts != 0 || len(d.DeletePods) != 2 || len(d.CreatePods) != 0 || len(d.Restarted) != 0 ||
-		d.JobRestartBy != "annotation "+batch.AnnotationRestartAttempt || d.JobRestart != "asked to restart attempt 2" || !d.JobRestartAsked {
+		d.JobRestartBy != "annotation "+batch.AnnotationRestartAttempt || d.JobRestart != "asked to restart attempt 2" || d.JobRestartCause != RestartCauseRequest {
 		t.Fatalf("asked to restart attempt 2: attempt %d, restarts %d, deleted %v, created %v, restarted %v, restart %q by %q; want attempt 3, both deleted, nothing counted",
 			d.Status.Attempt, d.Status.Restarts, names(d.DeletePods), names(d.CreatePods), d.Restarted, d.JobRestart, d.JobRestartBy)
 	}

@@ -31,9 +31,9 @@ type Decision struct {
 	// JobRestartBy names what asked for it (spec.restartScope: Job, a rule, the progress
 	// deadline).
 	JobRestart, JobRestartBy string
-	// JobRestartAsked: the job restarts because it was asked to (requested.go), not because
-	// something failed.
-	JobRestartAsked bool
+	// JobRestartCause is what kind of thing restarts the whole job, one of a few words for
+	// metrics and event types: Failure (restartScope Job), Rule, Stall, Disruption, Request.
+	JobRestartCause string
 	// RequeueAfter asks for another sync after a restart backoff, at the deadline, or when an
 	// admitter asks for one (0: none).
 	RequeueAfter time.Duration
@@ -211,7 +211,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 				d.Status.Restarts++
 			}
 			d.Status.Attempt++
-			d.JobRestart, d.JobRestartBy, d.JobRestartAsked = restart.why, restart.by, restart.asked
+			d.JobRestart, d.JobRestartBy, d.JobRestartCause = restart.why, restart.by, restart.cause
 		}
 	}
 

@@ -33,7 +33,7 @@ func restartRequest(job Job, attempt int32) string {
 // requestedRestart is the whole job's restart a request asks for; every replica with a pod
 // goes with it, counted as nothing.
 func requestedRestart(all []*replica, why string) *jobRestart {
-	restart := &jobRestart{why: why, by: "annotation " + batch.AnnotationRestartAttempt, asked: true}
+	restart := &jobRestart{why: why, by: "annotation " + batch.AnnotationRestartAttempt, cause: RestartCauseRequest}
 	for _, r := range all {
 		if r.pod == nil || r.pod.DeletionTimestamp != nil || r.status.Phase == batch.ReplicaDeleted {
 			continue

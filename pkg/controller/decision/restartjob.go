@@ -20,12 +20,22 @@ import (
 // controller that stops half-way finishes the restart and counts nothing twice.
 
 // jobRestart is a whole job's restart, as a decision orders it: why (which replica restarts
-// the job, and how it ended), what asked for it, whether it counts as a restart of the
-// job (a disruption's replacement does not), and whether it was asked for (requested.go).
+// the job, and how it ended), what asked for it and what kind of thing that is (a
+// RestartCause), and whether it counts as a restart of the job (a disruption's replacement
+// does not).
 type jobRestart struct {
-	why, by        string
-	counted, asked bool
+	why, by, cause string
+	counted        bool
 }
+
+// The causes of a whole job's restart (Decision.JobRestartCause).
+const (
+	RestartCauseFailure    = "Failure"    // a replica's restart, under spec.restartScope: Job
+	RestartCauseRule       = "Rule"       // a failure policy rule's RestartJob
+	RestartCauseStall      = "Stall"      // a stall, by default
+	RestartCauseDisruption = "Disruption" // a disrupted replica's replacement, under spec.restartScope: Job
+	RestartCauseRequest    = "Request"    // the job's restart-attempt annotation (requested.go)
+)
 
 // restartJob turns a replica's restart or replacement, or a request (requested, "" for
 // none: requested.go), into the whole job's, and raises the barrier while old pods remain. With spec.restartScope: Job every restart and replacement
@@ -39,7 +49,7 @@ func (x *decider) restartJob(all []*replica, requested string) (restart *jobRest
 		restart = requestedRestart(all, requested)
 	} else if cause != nil {
 		counted := cause.action == restartNow
-		restart = &jobRestart{why: causeText(cause, counted), by: restartBy(cause, x.plan.RestartJob), counted: counted}
+		restart = &jobRestart{why: causeText(cause, counted), by: restartBy(cause, x.plan.RestartJob), cause: restartCause(cause, counted), counted: counted}
 		for _, r := range all {
 			if r.pod == nil || r.pod.DeletionTimestamp != nil || r.status.Phase == batch.ReplicaDeleted ||
 				r.action == restartNow || r.action == replaceNow || r.action == finishRestart {
@@ -100,6 +110,19 @@ func restartBy(cause *replica, scopeJob bool) string {
 		return "spec.restartScope: Job"
 	}
 	return ""
+}
+
+// restartCause says what kind of thing the replica that restarts the job is.
+func restartCause(cause *replica, counted bool) string {
+	switch {
+	case cause.rule != nil:
+		return RestartCauseRule
+	case cause.stalled != "":
+		return RestartCauseStall
+	case !counted:
+		return RestartCauseDisruption
+	}
+	return RestartCauseFailure
 }
 
 // jobRestartUnderway: a whole job's restart, started by an earlier decision of a job whose

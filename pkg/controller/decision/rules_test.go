@@ -68,7 +68,7 @@ func TestRestartJobRuleRestartsEveryReplicaOnce(t *testing.T) {
 	plan.BackoffLimit = ptr.To[int32](1)
 	pods := []*corev1.Pod{pod("job-worker-0", "w0", corev1.PodRunning, 0), pod("job-worker-1", "w1", corev1.PodFailed, 3), pod("job-worker-2", "w2", corev1.PodRunning, 0)}
 	d := mustDecide(t, testJob(running("0", "1", "2")), plan, Children{Pods: pods}, nil, now)
-	if d.Outcome != nil || d.Status.Restarts != 1 || len(d.DeletePods) != 3 || len(d.CreatePods) != 0 || !strings.Contains(d.JobRestartBy, "nccl-timeout") {
+	if d.Outcome != nil || d.Status.Restarts != 1 || len(d.DeletePods) != 3 || len(d.CreatePods) != 0 || !strings.Contains(d.JobRestartBy, "nccl-timeout") || d.JobRestartCause != RestartCauseRule {
 		t.Fatalf("outcome %+v, restarts %d, deleted %v, created %v, by %q: want every pod deleted, one job restart by the rule",
 			d.Outcome, d.Status.Restarts, names(d.DeletePods), names(d.CreatePods), d.JobRestartBy)
 	}

@@ -46,7 +46,7 @@ func TestStalledJobRestartsWhole(t *testing.T) {
 	if c := d.Status.Condition(batch.JobConditionStalled); c.Status != corev1.ConditionTrue || c.Reason != ReasonProgressDeadlineExceeded {
 		t.Errorf("Stalled condition %+v", c)
 	}
-	if d.Outcome != nil || d.Status.Restarts != 1 || len(d.DeletePods) != 2 || d.JobRestartBy != "spec.progressDeadlineSeconds" {
+	if d.Outcome != nil || d.Status.Restarts != 1 || len(d.DeletePods) != 2 || d.JobRestartBy != "spec.progressDeadlineSeconds" || d.JobRestartCause != RestartCauseStall {
 		t.Fatalf("outcome %+v, restarts %d, deleted %v, by %q: want the whole job restarted once", d.Outcome, d.Status.Restarts, names(d.DeletePods), d.JobRestartBy)
 	}
 	if r := replicaOf(d.Status, "job-worker-1"); r.LastTermination == nil || r.LastTermination.Reason != string(batch.ReasonStalled) || r.RestartCount != 1 {

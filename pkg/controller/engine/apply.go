@@ -215,10 +215,11 @@ func (c *Controller) recordOutcome(job Job, d *Decision) {
 	}
 	if d.JobRestart != "" {
 		eventType := corev1.EventTypeWarning
-		if d.JobRestartAsked {
+		if d.JobRestartCause == decision.RestartCauseRequest {
 			eventType = corev1.EventTypeNormal // nothing went wrong: someone asked
 		}
 		c.recorder.Eventf(job, eventType, "RestartingJob", "Restarting every replica together as attempt %d (%s): %s.", d.Status.Attempt, d.JobRestartBy, d.JobRestart)
+		metrics.JobRestarts.WithLabelValues(c.kind, d.JobRestartCause).Inc()
 	}
 	for _, name := range d.Restarted {
 		if d.JobRestart == "" {

@@ -56,6 +56,12 @@ var (
 		Help: "Replica restarts carried out by the controller, by kind of job.",
 	}, []string{"kind"})
 
+	// JobRestarts counts whole-job restarts, each the beginning of an attempt, by cause.
+	JobRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "t9k_job_restarts_total",
+		Help: "Whole-job restarts begun (each a new attempt), by kind of job and cause: Failure (restartScope Job), Rule, Stall, Disruption, Request.",
+	}, []string{"kind", "cause"})
+
 	// Disruptions counts replicas whose pods were disrupted (evicted, preempted, deleted by
 	// others) and replaced without a restart.
 	Disruptions = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -101,7 +107,7 @@ var (
 )
 
 func init() {
-	Register(PhaseTransitions, SyncDuration, ChildrenCreated, ChildrenUpdated, ChildrenDeleted, Restarts, Disruptions, FailurePolicyDecisions, Stalls, TTLDeletions, QueueEvictions, APIRequests, BuildInfo,
+	Register(PhaseTransitions, SyncDuration, ChildrenCreated, ChildrenUpdated, ChildrenDeleted, Restarts, JobRestarts, Disruptions, FailurePolicyDecisions, Stalls, TTLDeletions, QueueEvictions, APIRequests, BuildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	build := version.Get()
 	BuildInfo.WithLabelValues(build.Version, build.Revision, build.GoVersion).Set(1)

@@ -66,7 +66,7 @@ func worstReplica(name string, i int) batch.ReplicaStatus {
 		LastTermination: &batch.ReplicaTermination{
 			UID: worstUID(i, 0), Phase: batch.ReplicaFailed, Node: worstNode(i + 1), Disrupted: true,
 			Reason: worstPodReason, Message: worstPodMessage, Containers: worstContainers(),
-			Rule: &batch.FailurePolicyRuleRef{Index: 31, Action: batch.RestartReplica},
+			Rule: &batch.FailurePolicyRuleRef{Index: 31, Action: batch.RestartReplica}, Attempt: 2147483647,
 		},
 	}
 }
@@ -283,7 +283,7 @@ func largestJob(replicas, nTypes int, entry func(name string, i int) batch.Repli
 	for _, c := range conditions {
 		s.Conditions = append(s.Conditions, batch.JobCondition{Type: c.t, Status: c.status, LastTransitionTime: now, Reason: c.reason, Message: c.message})
 	}
-	s.ObservedGeneration, s.StartTime, s.CompletionTime, s.Restarts = 3, &now, &now, 10
+	s.ObservedGeneration, s.StartTime, s.CompletionTime, s.Restarts, s.Attempt = 3, &now, &now, 10, 2147483647
 	var names []string
 	for _, task := range s.Tasks {
 		for _, r := range task.Replicas {

@@ -144,12 +144,14 @@ func TestGangGenericJob(t *testing.T) {
 	job.Spec.ReplicaSpecs = append(job.Spec.ReplicaSpecs, flaky)
 	createJob(t, ns, job)
 	first := waitBound(t, ns, "restarts-flaky-", 1)
+	firstUID := jobPods(t, ns, "restarts-flaky-")[0].UID
 	waitJob(t, ns, "restarts", "restarting its flaky replica, bound again", func(j *batch.GenericJob) bool {
 		for _, task := range j.Status.Tasks {
 			for _, r := range task.Replicas {
 				if task.Type == "flaky" && r.RestartCount >= 1 {
+					// The restart is written before the old pod is deleted: wait for the new one.
 					pods := jobPods(t, ns, "restarts-flaky-")
-					return len(pods) == 1 && pods[0].Spec.NodeName != ""
+					return len(pods) == 1 && pods[0].UID != firstUID && pods[0].Spec.NodeName != ""
 				}
 			}
 		}

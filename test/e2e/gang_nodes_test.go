@@ -40,9 +40,11 @@ func (n *gangNodes) add() string {
 	return n.addNode("4", nil)
 }
 
-// addNode makes one more node of cpu CPUs, with labels besides its own. kwok gives every
-// fake node its status (1000 CPUs) once; the node is then cut to cpu, and only then labelled
-// for the test's pods, so that none is placed on it before.
+// addNode makes one more node of cpu CPUs, with labels besides its own. The node is made with
+// its capacity (a node's status may be set when it is made), which kwok keeps
+// (test/cluster/kwok.yaml): cutting it down afterwards raced with kwok's first status writes,
+// which could put the default of 1000 CPUs back. It is labelled for the test's pods once
+// Ready, so that none is placed on it before.
 func (n *gangNodes) addNode(cpu string, labels map[string]string) string {
 	t := n.t
 	t.Helper()
@@ -52,9 +54,12 @@ func (n *gangNodes) addNode(cpu string, labels map[string]string) string {
 	for k, v := range labels {
 		nodeLabels[k] = v
 	}
+	resources := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("1Ti"),
+		corev1.ResourcePods: resource.MustParse("1M"), "nvidia.com/gpu": resource.MustParse("64")}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{cluster.FakeNodeAnnotation: "fake"}, Labels: nodeLabels},
 		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: gangNodeKey, Value: n.group, Effect: corev1.TaintEffectNoSchedule}}},
+		Status:     corev1.NodeStatus{Capacity: resources, Allocatable: resources},
 	}
 	if _, err := env.kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -73,8 +78,12 @@ func (n *gangNodes) addNode(cpu string, labels map[string]string) string {
 		return false, nil
 	})
 	nodes := env.kube.CoreV1().Nodes()
-	if _, err := nodes.Patch(ctx, name, types.MergePatchType, []byte(fmt.Sprintf(`{"status":{"capacity":{"cpu":%q},"allocatable":{"cpu":%q}}}`, cpu, cpu)), metav1.PatchOptions{}, "status"); err != nil {
+	got, err := nodes.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if got.Status.Allocatable.Cpu().Cmp(resource.MustParse(cpu)) != 0 {
+		t.Fatalf("node %s is Ready with allocatable %v; want the %s CPUs it was made with", name, got.Status.Allocatable, cpu)
 	}
 	if _, err := nodes.Patch(ctx, name, types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, gangNodeKey, n.group)), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package kubectlt9k
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -41,12 +40,7 @@ func (o *Options) SetPaused(ctx context.Context, ref string, paused bool) error 
 		fmt.Fprintf(o.Out, "%s %s (was %s); `kubectl t9k get %s -w` follows it\n", name, verb, orDash(string(was)), name)
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	now, err := o.waitUntil(ctx, j, done)
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s: spec.runMode.pause.enabled is %t, but the job is not %s after %s; `kubectl t9k why %s` says why", name, paused, verb, o.Timeout, name)
-	}
+	now, err := o.waitShown(ctx, j, name, done, fmt.Sprintf("%s: spec.runMode.pause.enabled is %t", name, paused), "the job is not "+verb)
 	if err != nil {
 		return err
 	}
@@ -106,16 +100,11 @@ func (o *Options) Restart(ctx context.Context, ref string) error {
 		fmt.Fprintf(o.Out, "%s: asked to restart attempt %d; `kubectl t9k get %s -w` follows it\n", name, was, name)
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	now, err := o.waitUntil(ctx, j, func(j job) bool {
+	now, err := o.waitShown(ctx, j, name, func(j job) bool {
 		s := j.JobStatus()
 		a := s.Aggregate
 		return hasEnded(s) || s.Attempt > was && a.Creating+a.Pending+a.Deleted+a.Unknown == 0
-	})
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s: asked to restart attempt %d, but its next attempt does not run after %s; `kubectl t9k why %s` says why", name, was, o.Timeout, name)
-	}
+	}, fmt.Sprintf("%s: asked to restart attempt %d", name, was), "its next attempt does not run")
 	if err != nil {
 		return err
 	}
@@ -161,15 +150,10 @@ func (o *Options) Scale(ctx context.Context, ref string, replicas int32) error {
 		fmt.Fprintf(o.Out, "%s scaled from %d to %d\n", name, was, replicas)
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	_, err = o.waitUntil(ctx, j, func(j job) bool {
+	_, err = o.waitShown(ctx, j, name, func(j job) bool {
 		e := j.JobStatus().Elastic
 		return e != nil && e.Replicas == replicas
-	})
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s: asked for %d replicas, but it does not run at that size after %s; `kubectl t9k why %s` says why", name, replicas, o.Timeout, name)
-	}
+	}, fmt.Sprintf("%s: asked for %d replicas", name, replicas), "it does not run at that size")
 	if err != nil {
 		return err
 	}

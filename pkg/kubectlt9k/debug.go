@@ -2,7 +2,6 @@ package kubectlt9k
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -38,12 +37,8 @@ func (o *Options) Debug(ctx context.Context, ref string) error {
 		fmt.Fprintf(o.Out, "%s made in debug mode; `kubectl t9k get %s -w` follows it\n", copyRef, copyRef)
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	running, err := o.waitUntil(wctx, job{j.Kind, created}, func(j job) bool { return j.JobStatus().Phase == batch.JobRunning })
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s is made, but not running after %s; `kubectl t9k why %s` says why", copyRef, o.Timeout, copyRef)
-	}
+	running, err := o.waitShown(ctx, job{j.Kind, created}, copyRef, func(j job) bool { return j.JobStatus().Phase == batch.JobRunning },
+		copyRef+" is made", "not running")
 	if err != nil {
 		return err
 	}

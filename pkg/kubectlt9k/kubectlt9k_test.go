@@ -162,35 +162,46 @@ Look further:
 	}
 }
 
-func TestPauseWritesTheSpecAndWaitsForThePhase(t *testing.T) {
-	o, out, _ := fixture(running())
+// playController plays the controller's part for the GenericJobs of namespace team: the first
+// time a write makes asked true of a job, its status is written once for each step, in turn.
+// The watch is open before it returns, so it sees the test's write that follows.
+func playController(t *testing.T, o *Options, asked func(*batch.GenericJob) bool, steps ...func(*batch.JobStatus)) {
+	t.Helper()
 	jobs := o.Jobs.BatchV1beta1().GenericJobs("team")
-	// The controller's part: once the pause is written, the job says Paused. The watch is
-	// open before the pause is written, so it sees the write.
 	w, err := jobs.Watch(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Stop()
+	t.Cleanup(w.Stop)
 	go func() {
 		for e := range w.ResultChan() {
 			j, ok := e.Object.(*batch.GenericJob)
-			if !ok || j.Spec.RunMode == nil || j.Status.Phase == batch.JobPaused {
+			if !ok || !asked(j) {
 				continue
 			}
-			// Paused at once, Pausing while pods go, then Paused: only the last is the pause done.
-			j.Status.Phase, j.Status.Aggregate = batch.JobPaused, batch.Aggregate{Running: 3}
-			j.Status.Conditions = []batch.JobCondition{{Type: batch.JobConditionPaused, Status: corev1.ConditionTrue, Reason: "Pausing"}}
-			j, err := jobs.UpdateStatus(context.Background(), j, metav1.UpdateOptions{})
-			if err != nil {
-				return
+			for _, step := range steps {
+				step(&j.Status)
+				updated, err := jobs.UpdateStatus(context.Background(), j, metav1.UpdateOptions{})
+				if err != nil {
+					return
+				}
+				j = updated
 			}
-			j.Status.Aggregate = batch.Aggregate{Deleted: 4}
-			j.Status.Conditions[0].Reason = "Paused"
-			_, _ = jobs.UpdateStatus(context.Background(), j, metav1.UpdateOptions{})
 			return
 		}
 	}()
+}
+
+func TestPauseWritesTheSpecAndWaitsForThePhase(t *testing.T) {
+	o, out, _ := fixture(running())
+	jobs := o.Jobs.BatchV1beta1().GenericJobs("team")
+	// Paused at once, Pausing while pods go, then Paused: only the last is the pause done.
+	playController(t, o, func(j *batch.GenericJob) bool { return j.Spec.RunMode != nil && j.Status.Phase != batch.JobPaused },
+		func(s *batch.JobStatus) {
+			s.Phase, s.Aggregate = batch.JobPaused, batch.Aggregate{Running: 3}
+			s.Conditions = []batch.JobCondition{{Type: batch.JobConditionPaused, Status: corev1.ConditionTrue, Reason: "Pausing"}}
+		},
+		func(s *batch.JobStatus) { s.Aggregate, s.Conditions[0].Reason = batch.Aggregate{Deleted: 4}, "Paused" })
 	if err := o.SetPaused(context.Background(), "train", true); err != nil {
 		t.Fatal(err)
 	}
@@ -218,33 +229,28 @@ func TestPauseWritesTheSpecAndWaitsForThePhase(t *testing.T) {
 // not the end.
 func TestRestartAsksForTheCurrentAttemptAndWaitsForTheNext(t *testing.T) {
 	o, out, _ := fixture(running())
-	jobs := o.Jobs.BatchV1beta1().GenericJobs("team")
-	w, err := jobs.Watch(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	go func() {
-		for e := range w.ResultChan() {
-			j, ok := e.Object.(*batch.GenericJob)
-			if !ok || j.Annotations[batch.AnnotationRestartAttempt] != "1" || j.Status.Attempt != 1 {
-				continue
-			}
-			j.Status.Attempt, j.Status.Aggregate = 2, batch.Aggregate{Deleted: 4}
-			j, err := jobs.UpdateStatus(context.Background(), j, metav1.UpdateOptions{})
-			if err != nil {
-				return
-			}
-			j.Status.Aggregate = batch.Aggregate{Running: 4}
-			_, _ = jobs.UpdateStatus(context.Background(), j, metav1.UpdateOptions{})
-			return
-		}
-	}()
+	playController(t, o, func(j *batch.GenericJob) bool {
+		return j.Annotations[batch.AnnotationRestartAttempt] == "1" && j.Status.Attempt == 1
+	},
+		func(s *batch.JobStatus) { s.Attempt, s.Aggregate = 2, batch.Aggregate{Deleted: 4} },
+		func(s *batch.JobStatus) { s.Aggregate = batch.Aggregate{Running: 4} })
 	if err := o.Restart(context.Background(), "train"); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := out.String(), "genericjob/train restarted: attempt 2 (was 1), Running, 4 replicas running\n"; got != want {
 		t.Errorf("printed %q, want %q", got, want)
+	}
+}
+
+// A change the job does not show in time is an error that says what was asked, what is not
+// shown yet, and where to look.
+func TestRestartNotShownInTime(t *testing.T) {
+	o, _, _ := fixture(running())
+	o.Timeout = 100 * time.Millisecond
+	err := o.Restart(context.Background(), "train")
+	want := "genericjob/train: asked to restart attempt 1, but its next attempt does not run after 100ms; `kubectl t9k why genericjob/train` says why"
+	if err == nil || err.Error() != want {
+		t.Errorf("restart that nothing carries out: %v, want %q", err, want)
 	}
 }
 

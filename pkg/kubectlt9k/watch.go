@@ -2,6 +2,7 @@ package kubectlt9k
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -115,6 +116,19 @@ func (o *Options) waitUntil(ctx context.Context, j job, done func(job) bool) (jo
 	case <-ctx.Done():
 		return job{}, ctx.Err()
 	}
+}
+
+// waitShown waits, up to o.Timeout, until done holds for the job ref a command changed.
+// Past the timeout, the error says what was asked, what the job does not show yet, and where
+// to look: "<asked>, but <notYet> after 2m0s; `kubectl t9k why <ref>` says why".
+func (o *Options) waitShown(ctx context.Context, j job, ref string, done func(job) bool, asked, notYet string) (job, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	now, err := o.waitUntil(ctx, j, done)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return job{}, fmt.Errorf("%s, but %s after %s; `kubectl t9k why %s` says why", asked, notYet, o.Timeout, ref)
+	}
+	return now, err
 }
 
 func key(j job) string {

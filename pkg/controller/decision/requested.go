@@ -30,15 +30,8 @@ func restartRequest(job Job, attempt int32) string {
 	return fmt.Sprintf("asked to restart attempt %d", attempt)
 }
 
-// requestedRestart is the whole job's restart a request asks for; every replica with a pod
-// goes with it, counted as nothing.
-func requestedRestart(all []*replica, why string) *jobRestart {
-	restart := &jobRestart{why: why, by: "annotation " + batch.AnnotationRestartAttempt, cause: RestartCauseRequest}
-	for _, r := range all {
-		if r.pod == nil || r.pod.DeletionTimestamp != nil || r.status.Phase == batch.ReplicaDeleted {
-			continue
-		}
-		r.action, r.cause, r.causeBy, r.requested = withJob, why, restart.by, true
-	}
-	return restart
+// requestedRestart is the whole job's restart a request asks for: its replicas go with it,
+// counted as nothing (restartjob.go's takeAlong).
+func requestedRestart(why string) *jobRestart {
+	return &jobRestart{why: why, by: "annotation " + batch.AnnotationRestartAttempt, cause: RestartCauseRequest}
 }

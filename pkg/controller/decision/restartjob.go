@@ -46,18 +46,12 @@ const (
 // no pod is created.
 func (x *decider) restartJob(all []*replica, requested string) (restart *jobRestart, barrier bool) {
 	if cause := x.jobRestartCause(all); cause == nil && requested != "" {
-		restart = requestedRestart(all, requested)
+		restart = requestedRestart(requested)
+		takeAlong(all, restart, false)
 	} else if cause != nil {
 		counted := cause.action == restartNow
 		restart = &jobRestart{why: causeText(cause, counted), by: restartBy(cause, x.plan.RestartJob), cause: restartCause(cause, counted), counted: counted}
-		for _, r := range all {
-			if r.pod == nil || r.pod.DeletionTimestamp != nil || r.status.Phase == batch.ReplicaDeleted ||
-				r.action == restartNow || r.action == replaceNow || r.action == finishRestart {
-				continue
-			}
-			r.action, r.cause, r.counted = withJob, restart.why, counted && x.plan.RestartJob
-			r.causeBy = restart.by
-		}
+		takeAlong(all, restart, counted && x.plan.RestartJob)
 	}
 	for _, r := range all {
 		switch {
@@ -67,6 +61,20 @@ func (x *decider) restartJob(all []*replica, requested string) (restart *jobRest
 		}
 	}
 	return restart, barrier
+}
+
+// takeAlong makes every replica whose pod still runs its life go with the whole job's
+// restart, counted as a restart of its own or not; those restarting or being replaced on
+// their own account, or whose pod goes already, keep their way.
+func takeAlong(all []*replica, restart *jobRestart, counted bool) {
+	for _, r := range all {
+		if r.pod == nil || r.pod.DeletionTimestamp != nil || r.status.Phase == batch.ReplicaDeleted ||
+			r.action == restartNow || r.action == replaceNow || r.action == finishRestart {
+			continue
+		}
+		r.action, r.cause, r.causeBy, r.counted = withJob, restart.why, restart.by, counted
+		r.requested = restart.cause == RestartCauseRequest
+	}
 }
 
 // jobRestartCause is the replica whose restart (or replacement) restarts the whole job: with

@@ -637,6 +637,13 @@ func schema_pkg_apis_batch_v1beta1_ColossalAIJobSpec(ref common.ReferenceCallbac
 							Format:      "",
 						},
 					},
+					"restartStrategy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RestartStrategy says how a whole-job restart (restartScope Job, a rule's RestartJob, a stall, a request) restarts the pods: Recreate (the default) deletes every pod and makes it again; InPlace restarts every container of each pod on its node, keeping the pod, its UID, node and address, and makes again only the pods that cannot be kept (ended, or on a node whose kubelet cannot restart a pod's containers together). InPlace adds a small agent container to every pod (docs/lifecycle.md, \"Restarting in place\").",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"managedBy": {
 						SchemaProps: spec.SchemaProps{
 							Description: "ManagedBy names the controller that runs the job: empty or batch.tensorstack.dev/job-controller for this project's controller; kueue.x-k8s.io/multikueue for Kueue's MultiKueue, which runs a copy of the job on a worker cluster and copies its status back. A job managed by another controller gets no pods, children or status from this one, only its Kueue Workload when it asks for a queue (docs/queueing.md, \"Across clusters with MultiKueue\"). It cannot change once the job exists.",
@@ -1536,6 +1543,13 @@ func schema_pkg_apis_batch_v1beta1_GenericJobSpec(ref common.ReferenceCallback) 
 							Format:      "",
 						},
 					},
+					"restartStrategy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RestartStrategy says how a whole-job restart (restartScope Job, a rule's RestartJob, a stall, a request) restarts the pods: Recreate (the default) deletes every pod and makes it again; InPlace restarts every container of each pod on its node, keeping the pod, its UID, node and address, and makes again only the pods that cannot be kept (ended, or on a node whose kubelet cannot restart a pod's containers together). InPlace adds a small agent container to every pod (docs/lifecycle.md, \"Restarting in place\").",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"managedBy": {
 						SchemaProps: spec.SchemaProps{
 							Description: "ManagedBy names the controller that runs the job: empty or batch.tensorstack.dev/job-controller for this project's controller; kueue.x-k8s.io/multikueue for Kueue's MultiKueue, which runs a copy of the job on a worker cluster and copies its status back. A job managed by another controller gets no pods, children or status from this one, only its Kueue Workload when it asks for a queue (docs/queueing.md, \"Across clusters with MultiKueue\"). It cannot change once the job exists.",
@@ -1763,7 +1777,7 @@ func schema_pkg_apis_batch_v1beta1_JobCondition(ref common.ReferenceCallback) co
 				Properties: map[string]spec.Schema{
 					"type": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Type of the condition: Initialized, Running, ReplicaFailure, Completed, Failed or Paused.",
+							Description: "Type of the condition: Initialized, Running, ReplicaFailure, Completed, Failed, Paused, Stalled or InPlaceUnavailable.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
@@ -2066,6 +2080,13 @@ func schema_pkg_apis_batch_v1beta1_Lifecycle(ref common.ReferenceCallback) commo
 							Format:      "",
 						},
 					},
+					"restartStrategy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RestartStrategy says how a whole-job restart (restartScope Job, a rule's RestartJob, a stall, a request) restarts the pods: Recreate (the default) deletes every pod and makes it again; InPlace restarts every container of each pod on its node, keeping the pod, its UID, node and address, and makes again only the pods that cannot be kept (ended, or on a node whose kubelet cannot restart a pod's containers together). InPlace adds a small agent container to every pod (docs/lifecycle.md, \"Restarting in place\").",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"managedBy": {
 						SchemaProps: spec.SchemaProps{
 							Description: "ManagedBy names the controller that runs the job: empty or batch.tensorstack.dev/job-controller for this project's controller; kueue.x-k8s.io/multikueue for Kueue's MultiKueue, which runs a copy of the job on a worker cluster and copies its status back. A job managed by another controller gets no pods, children or status from this one, only its Kueue Workload when it asks for a queue (docs/queueing.md, \"Across clusters with MultiKueue\"). It cannot change once the job exists.",
@@ -2228,6 +2249,13 @@ func schema_pkg_apis_batch_v1beta1_MPIJobSpec(ref common.ReferenceCallback) comm
 					"restartScope": {
 						SchemaProps: spec.SchemaProps{
 							Description: "RestartScope says what a restart restarts: Replica (the default) restarts the replica whose policy asks for it, alone; Job deletes every replica of the job and creates them again together, once all the old pods are gone, for a group that cannot take one new member back (PyTorch DDP without elastic rendezvous). With Job, the failed replica's restartPolicy and limit decide whether the job restarts, every replica's restartCount goes up by one, and backoffLimit bounds status.restarts, the job's restarts.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"restartStrategy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RestartStrategy says how a whole-job restart (restartScope Job, a rule's RestartJob, a stall, a request) restarts the pods: Recreate (the default) deletes every pod and makes it again; InPlace restarts every container of each pod on its node, keeping the pod, its UID, node and address, and makes again only the pods that cannot be kept (ended, or on a node whose kubelet cannot restart a pod's containers together). InPlace adds a small agent container to every pod (docs/lifecycle.md, \"Restarting in place\").",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -3372,6 +3400,13 @@ func schema_pkg_apis_batch_v1beta1_TensorFlowTrainingJobSpec(ref common.Referenc
 							Format:      "",
 						},
 					},
+					"restartStrategy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RestartStrategy says how a whole-job restart (restartScope Job, a rule's RestartJob, a stall, a request) restarts the pods: Recreate (the default) deletes every pod and makes it again; InPlace restarts every container of each pod on its node, keeping the pod, its UID, node and address, and makes again only the pods that cannot be kept (ended, or on a node whose kubelet cannot restart a pod's containers together). InPlace adds a small agent container to every pod (docs/lifecycle.md, \"Restarting in place\").",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"managedBy": {
 						SchemaProps: spec.SchemaProps{
 							Description: "ManagedBy names the controller that runs the job: empty or batch.tensorstack.dev/job-controller for this project's controller; kueue.x-k8s.io/multikueue for Kueue's MultiKueue, which runs a copy of the job on a worker cluster and copies its status back. A job managed by another controller gets no pods, children or status from this one, only its Kueue Workload when it asks for a queue (docs/queueing.md, \"Across clusters with MultiKueue\"). It cannot change once the job exists.",
@@ -3837,6 +3872,13 @@ func schema_pkg_apis_batch_v1beta1_XGBoostTrainingJobSpec(ref common.ReferenceCa
 					"restartScope": {
 						SchemaProps: spec.SchemaProps{
 							Description: "RestartScope says what a restart restarts: Replica (the default) restarts the replica whose policy asks for it, alone; Job deletes every replica of the job and creates them again together, once all the old pods are gone, for a group that cannot take one new member back (PyTorch DDP without elastic rendezvous). With Job, the failed replica's restartPolicy and limit decide whether the job restarts, every replica's restartCount goes up by one, and backoffLimit bounds status.restarts, the job's restarts.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"restartStrategy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RestartStrategy says how a whole-job restart (restartScope Job, a rule's RestartJob, a stall, a request) restarts the pods: Recreate (the default) deletes every pod and makes it again; InPlace restarts every container of each pod on its node, keeping the pod, its UID, node and address, and makes again only the pods that cannot be kept (ended, or on a node whose kubelet cannot restart a pod's containers together). InPlace adds a small agent container to every pod (docs/lifecycle.md, \"Restarting in place\").",
 							Type:        []string{"string"},
 							Format:      "",
 						},

@@ -158,7 +158,7 @@ const (
 )
 
 // JobConditionType is the type of a job condition.
-// +kubebuilder:validation:Enum=Initialized;Running;ReplicaFailure;Completed;Failed;Paused;Stalled
+// +kubebuilder:validation:Enum=Initialized;Running;ReplicaFailure;Completed;Failed;Paused;Stalled;InPlaceUnavailable
 type JobConditionType string
 
 const (
@@ -177,11 +177,16 @@ const (
 	// JobConditionStalled: a running replica that reported progress has reported nothing for
 	// spec.progressDeadlineSeconds.
 	JobConditionStalled JobConditionType = "Stalled"
+	// JobConditionInPlaceUnavailable: the job asks to restart in place (spec.restartStrategy:
+	// InPlace), but no node that could take its pods restarts a pod's containers together:
+	// its pods are made without the restart agent, and its whole-job restarts recreate them.
+	JobConditionInPlaceUnavailable JobConditionType = "InPlaceUnavailable"
 )
 
 // JobCondition is one aspect of a job's state.
 type JobCondition struct {
-	// Type of the condition: Initialized, Running, ReplicaFailure, Completed, Failed or Paused.
+	// Type of the condition: Initialized, Running, ReplicaFailure, Completed, Failed, Paused,
+	// Stalled or InPlaceUnavailable.
 	Type JobConditionType `json:"type"`
 
 	// Status of the condition: True, False or Unknown.

@@ -15,6 +15,18 @@ const (
 	// pod of one life of the job, one more after each whole-job restart. Containers read it
 	// as T9K_ATTEMPT.
 	LabelAttempt = GroupName + "/attempt"
+	// AnnotationReleasedAttempt, on a pod of a job that restarts in place
+	// (spec.restartStrategy: InPlace), is the attempt the pod's containers may run: its agent
+	// holds them until it equals the pod's attempt label. The controller writes it when the
+	// pod is made, and again once every pod's earlier attempt is down (docs/lifecycle.md,
+	// "Restarting in place"). AnnotationAgentRestarts is the agent's restart count when the
+	// attempt was released: a higher count while the pod's containers wait says that the pod
+	// restarted on its own, after one of them failed.
+	AnnotationReleasedAttempt = GroupName + "/released-attempt"
+	AnnotationAgentRestarts   = GroupName + "/agent-restarts"
+	// AnnotationRestartedAt is when the controller last restarted a pod in place (RFC 3339):
+	// a pod whose containers have not stopped a while after it is made again.
+	AnnotationRestartedAt = GroupName + "/restarted-at"
 	// AnnotationRunMode marks the pods created in debug mode ("debug"), so that status tells
 	// what the pods run, not what the spec asks for now.
 	AnnotationRunMode = GroupName + "/run-mode"

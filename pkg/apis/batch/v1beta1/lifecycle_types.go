@@ -35,6 +35,15 @@ type Lifecycle struct {
 	// +optional
 	RestartScope RestartScope `json:"restartScope,omitempty"`
 
+	// RestartStrategy says how a whole-job restart (restartScope Job, a rule's RestartJob, a
+	// stall, a request) restarts the pods: Recreate (the default) deletes every pod and
+	// makes it again; InPlace restarts every container of each pod on its node, keeping the
+	// pod, its UID, node and address, and makes again only the pods that cannot be kept
+	// (ended, or on a node whose kubelet cannot restart a pod's containers together). InPlace
+	// adds a small agent container to every pod (docs/lifecycle.md, "Restarting in place").
+	// +optional
+	RestartStrategy RestartStrategy `json:"restartStrategy,omitempty"`
+
 	// ManagedBy names the controller that runs the job: empty or
 	// batch.tensorstack.dev/job-controller for this project's controller;
 	// kueue.x-k8s.io/multikueue for Kueue's MultiKueue, which runs a copy of the job on a
@@ -87,6 +96,17 @@ const MultiKueueControllerName = "kueue.x-k8s.io/multikueue"
 func (l *Lifecycle) ManagedElsewhere() bool {
 	return l.ManagedBy != "" && l.ManagedBy != ControllerName
 }
+
+// RestartStrategy is how a whole-job restart restarts the job's pods.
+// +kubebuilder:validation:Enum=Recreate;InPlace
+type RestartStrategy string
+
+const (
+	// RestartRecreate deletes every pod and makes it again.
+	RestartRecreate RestartStrategy = "Recreate"
+	// RestartInPlace restarts the containers of every pod that can be kept, on its node.
+	RestartInPlace RestartStrategy = "InPlace"
+)
 
 // RestartScope is what one restart restarts.
 // +kubebuilder:validation:Enum=Replica;Job

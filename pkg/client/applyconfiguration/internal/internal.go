@@ -2519,6 +2519,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: restartScope
       type:
         scalar: string
+    - name: restartStrategy
+      type:
+        scalar: string
     - name: runMode
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.RunMode
@@ -2860,6 +2863,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: restartScope
       type:
         scalar: string
+    - name: restartStrategy
+      type:
+        scalar: string
     - name: runMode
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.RunMode
@@ -3073,6 +3079,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
     - name: restartScope
+      type:
+        scalar: string
+    - name: restartStrategy
       type:
         scalar: string
     - name: runMode
@@ -3489,6 +3498,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: restartScope
       type:
         scalar: string
+    - name: restartStrategy
+      type:
+        scalar: string
     - name: runMode
       type:
         namedType: com.github.t9k-jobs.t9k-jobs.pkg.apis.batch.v1beta1.RunMode
@@ -3654,6 +3666,9 @@ var schemaYAML = typed.YAMLObject(`types:
           keys:
           - type
     - name: restartScope
+      type:
+        scalar: string
+    - name: restartStrategy
       type:
         scalar: string
     - name: runMode

@@ -29,7 +29,8 @@ import (
 //
 // JobCondition is one aspect of a job's state.
 type JobConditionApplyConfiguration struct {
-	// Type of the condition: Initialized, Running, ReplicaFailure, Completed, Failed or Paused.
+	// Type of the condition: Initialized, Running, ReplicaFailure, Completed, Failed, Paused,
+	// Stalled or InPlaceUnavailable.
 	Type *batchv1beta1.JobConditionType `json:"type,omitempty"`
 	// Status of the condition: True, False or Unknown.
 	Status *v1.ConditionStatus `json:"status,omitempty"`

@@ -49,6 +49,13 @@ type LifecycleApplyConfiguration struct {
 	// restartPolicy and limit decide whether the job restarts, every replica's restartCount
 	// goes up by one, and backoffLimit bounds status.restarts, the job's restarts.
 	RestartScope *batchv1beta1.RestartScope `json:"restartScope,omitempty"`
+	// RestartStrategy says how a whole-job restart (restartScope Job, a rule's RestartJob, a
+	// stall, a request) restarts the pods: Recreate (the default) deletes every pod and
+	// makes it again; InPlace restarts every container of each pod on its node, keeping the
+	// pod, its UID, node and address, and makes again only the pods that cannot be kept
+	// (ended, or on a node whose kubelet cannot restart a pod's containers together). InPlace
+	// adds a small agent container to every pod (docs/lifecycle.md, "Restarting in place").
+	RestartStrategy *batchv1beta1.RestartStrategy `json:"restartStrategy,omitempty"`
 	// ManagedBy names the controller that runs the job: empty or
 	// batch.tensorstack.dev/job-controller for this project's controller;
 	// kueue.x-k8s.io/multikueue for Kueue's MultiKueue, which runs a copy of the job on a
@@ -106,6 +113,14 @@ func (b *LifecycleApplyConfiguration) WithStartupDeadlineSeconds(value int64) *L
 // If called multiple times, the RestartScope field is set to the value of the last call.
 func (b *LifecycleApplyConfiguration) WithRestartScope(value batchv1beta1.RestartScope) *LifecycleApplyConfiguration {
 	b.RestartScope = &value
+	return b
+}
+
+// WithRestartStrategy sets the RestartStrategy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RestartStrategy field is set to the value of the last call.
+func (b *LifecycleApplyConfiguration) WithRestartStrategy(value batchv1beta1.RestartStrategy) *LifecycleApplyConfiguration {
+	b.RestartStrategy = &value
 	return b
 }
 

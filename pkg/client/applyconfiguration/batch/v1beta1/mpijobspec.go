@@ -79,6 +79,14 @@ func (b *MPIJobSpecApplyConfiguration) WithRestartScope(value batchv1beta1.Resta
 	return b
 }
 
+// WithRestartStrategy sets the RestartStrategy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RestartStrategy field is set to the value of the last call.
+func (b *MPIJobSpecApplyConfiguration) WithRestartStrategy(value batchv1beta1.RestartStrategy) *MPIJobSpecApplyConfiguration {
+	b.LifecycleApplyConfiguration.RestartStrategy = &value
+	return b
+}
+
 // WithManagedBy sets the ManagedBy field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the ManagedBy field is set to the value of the last call.

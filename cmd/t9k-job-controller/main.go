@@ -30,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/t9k-jobs/t9k-jobs/pkg/agent"
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned/scheme"
@@ -67,6 +68,7 @@ type options struct {
 	bindAddress    string
 	profiling      bool
 	scheduler      string
+	agentImage     string
 	progress       progressOptions
 }
 
@@ -78,6 +80,10 @@ const (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "agent" {
+		// The restart agent in the pods of jobs that restart in place (pkg/agent).
+		os.Exit(agent.Main(os.Args[2:], os.Stderr))
+	}
 	o := options{}
 	fs := pflag.CommandLine
 	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file; in-cluster configuration when empty")
@@ -103,6 +109,7 @@ func main() {
 		" (the job starts whole: its pods are gang-scheduled by the default scheduler through a PodGroup; its queue and priority are ignored)")
 	fs.StringVar(&o.memoryLimit, "memory-limit", os.Getenv(memoryLimitEnv),
 		"the container's memory limit (e.g. 512Mi; $"+memoryLimitEnv+" by default): the Go runtime's soft limit is set to 90% of it, unless GOMEMLIMIT is set")
+	fs.StringVar(&o.agentImage, "agent-image", "", "image of the restart agent in the pods of jobs that restart in place (spec.restartStrategy: InPlace): the controller's own image; in a cluster, the image of the controller's pod when empty")
 	printVersion := fs.Bool("version", false, "print the controller's version, source revision and Go version, and exit")
 	o.progress.addFlags(fs)
 	features.Gates.AddFlag(fs)
@@ -308,6 +315,7 @@ func runAll(ctx context.Context, o options, clients engine.Clients, scopes []sco
 		factories = append(factories, kueueCluster)
 	}
 	var controllers []*engine.Controller
+	agentImage := agentImage(ctx, clients.Kube, o.agentImage)
 	for _, s := range scopes {
 		factories = append(factories, s.jobs, s.children.Kube)
 		// The admitters, asked in this order. Each is always there: without its API a job
@@ -327,7 +335,7 @@ func runAll(ctx context.Context, o options, clients engine.Clients, scopes []sco
 		if gangServed != nil {
 			gangs.Client, gangs.Informers, gangs.Features = clients.Kube, s.children.Kube, *gangServed
 		}
-		options := engine.Options{Admitters: []engine.Admitter{kueue.New(queues), gang.New(gangs)}, Progress: progress}
+		options := engine.Options{Admitters: []engine.Admitter{kueue.New(queues), gang.New(gangs)}, Progress: progress, AgentImage: agentImage}
 		if len(scopes) > 1 {
 			options.Namespace = s.namespace
 		}

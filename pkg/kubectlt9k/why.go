@@ -38,7 +38,7 @@ func (o *Options) Why(ctx context.Context, ref string) error {
 // conditionOrder is the order in which conditions are told: the ending first, then what the
 // job is doing.
 var conditionOrder = []batch.JobConditionType{batch.JobConditionFailed, batch.JobConditionCompleted, batch.JobConditionPaused,
-	batch.JobConditionStalled, batch.JobConditionRunning, batch.JobConditionReplicaFailure, batch.JobConditionInitialized}
+	batch.JobConditionStalled, batch.JobConditionInPlaceUnavailable, batch.JobConditionRunning, batch.JobConditionReplicaFailure, batch.JobConditionInitialized}
 
 func explainWhy(out io.Writer, j job, warnings []corev1.Event, now time.Time) {
 	s := j.JobStatus()

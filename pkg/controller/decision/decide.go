@@ -64,6 +64,15 @@ type Decision struct {
 	// children (keepAdmittersOnly). Its status, when it has one of its own, says only why the
 	// job waits, not what the decision makes: it is written first, and at once.
 	Elsewhere bool
+	// RestartPods are pods restarted in place for the job's next attempt, and ReleasePods
+	// the pods restarted so whose containers may now run it (inplace.go). InPlaceFallback,
+	// when set, names the pods a whole-job restart made again though the job restarts in
+	// place, and why; InPlaceUnplaced, the pods with the agent no node can take, made again
+	// without it.
+	RestartPods     []PodRestart
+	ReleasePods     []PodRelease
+	InPlaceFallback string
+	InPlaceUnplaced []string
 	// Resized, when this decision changes the number of replicas of the job's elastic type,
 	// says from what to what and why (elastic.go): a Resized event says it.
 	Resized string
@@ -105,7 +114,21 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	x.unadmitted = admission != nil && !admission.Admitted && !plan.Paused && !x.finished
 	x.paused = (plan.Paused || x.unadmitted) && !x.finished
 	resumed := !plan.Paused && wasPaused(old)
-	pods := children.Pods
+	x.noAgent = plan.InPlace != nil && old.ConditionTrue(batch.JobConditionInPlaceUnavailable)
+	prevByName := map[string]batch.ReplicaStatus{}
+	for _, task := range old.Tasks {
+		for _, r := range task.Replicas {
+			prevByName[r.Name] = r
+		}
+	}
+	x.inPlaceReal = map[string]*corev1.Pod{}
+	for _, p := range children.Pods {
+		if inPlacePod(p) {
+			x.inPlaceReal[p.Name] = p
+		}
+	}
+	// Pods that restart in place, as the policies read them (inplace.go).
+	pods, hidden := presentInPlace(plan, children.Pods, currentAttempt(old), prevByName, children.Failing)
 
 	// 1. Each replica as it is, and what it would do (replicas.go): its restart policy,
 	// backoff and limits (restart.go), the failure policy rule that matches how its pod ended
@@ -115,12 +138,6 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	podByName := make(map[string]*corev1.Pod, len(pods))
 	for _, p := range pods {
 		podByName[p.Name] = p
-	}
-	prevByName := map[string]batch.ReplicaStatus{}
-	for _, task := range old.Tasks {
-		for _, r := range task.Replicas {
-			prevByName[r.Name] = r
-		}
 	}
 	var all []*replica
 	desired := map[string]bool{}
@@ -164,6 +181,10 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 		}
 		d.DeletePods = append(d.DeletePods, u.remade...)
 		lookAgain(u.wait)
+		// Pods with the agent that no node can take are made again without it (inplace.go).
+		var remade []*corev1.Pod
+		remade, d.InPlaceUnplaced = x.unplacedWithAgent(all)
+		d.DeletePods = append(d.DeletePods, remade...)
 	}
 
 	// 5. The outcome: the deadline (deadlines.go), a rule or a stall that fails the job, the
@@ -174,12 +195,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	}
 	d.Status.StartTime = x.startTime(old.StartTime, pods)
 	d.Status.Restarts = old.Restarts
-	d.Status.Attempt = old.Attempt
-	if d.Status.Attempt == 0 {
-		// A job's first life, or one whose status predates attempts: every whole-job restart
-		// it counted began an attempt.
-		d.Status.Attempt = old.Restarts + 1
-	}
+	d.Status.Attempt = currentAttempt(old)
 	if !x.finished && !x.paused && !plan.Debug {
 		var left time.Duration
 		d.Outcome, left = x.deadline(d.Status.StartTime)
@@ -271,6 +287,10 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	case x.paused:
 		d.DeletePods = append(d.DeletePods, Unlisted(Live(pods), d.DeletePods)...)
 	}
+	// Pods that restart in place are restarted and released rather than deleted and made.
+	var inPlaceWait time.Duration
+	d.InPlaceFallback, inPlaceWait = x.keepInPlace(d, hidden)
+	lookAgain(inPlaceWait)
 
 	// 9. The job's other children (objects.go), and the kind's own status.
 	var err error
@@ -310,6 +330,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 		}
 	}
 	setStalled(d.Status, old, d.Stalled, now)
+	x.setInPlaceUnavailable(d.Status, d.InPlaceUnplaced, now)
 	d.Status.Progress = old.Progress.DeepCopy()
 	if d.Status.Progress != nil && d.Status.Finished() {
 		// A finished job is looked at for stalls no more: its pods' report times go, so
@@ -341,6 +362,20 @@ type decider struct {
 	// not admitted it).
 	paused     bool
 	unadmitted bool
+	// inPlaceReal are the job's pods that restart in place, by name, as they are (the
+	// policies may read one as failed: presentInPlace); noAgent: the job asks to restart in
+	// place, but no node could take its pods with the agent (inplace.go).
+	inPlaceReal map[string]*corev1.Pod
+	noAgent     bool
+}
+
+// currentAttempt is the job's attempt as its status says: a job's first life, or one whose
+// status predates attempts, counts every whole-job restart it counted as an attempt.
+func currentAttempt(old *batch.JobStatus) int32 {
+	if old.Attempt == 0 {
+		return old.Restarts + 1
+	}
+	return old.Attempt
 }
 
 // startTime is when the deadline counts from: the first creation of the replicas, again

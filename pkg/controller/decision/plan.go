@@ -86,6 +86,9 @@ type Plan struct {
 	// Progress, when the controller serves the progress endpoint, is where the job's pods
 	// report (progress.go); the engine sets it, not the adapter.
 	Progress *ProgressPlan
+	// InPlace, when set, restarts the whole job in place (spec.restartStrategy: InPlace):
+	// every pod carries the agent (inplace.go).
+	InPlace *InPlacePlan
 	// Elastic, when set, is the replica type whose size may change while the job runs
 	// (spec.elastic; elastic.go). Its group's Replicas is the size asked for.
 	Elastic *Elastic
@@ -103,6 +106,10 @@ type Children struct {
 	// Gone is the last state, by UID, of the job's pods that were disrupted and deleted
 	// before a sync read them: how they ended is told from it.
 	Gone map[types.UID]*corev1.Pod
+	// Failing is the last state, by UID, of the job's pods that restart in place, as one of
+	// their containers had just failed (inplace.go): the exit code is told from it once the
+	// kubelet has restarted them all.
+	Failing map[types.UID]*corev1.Pod
 
 	// Kinds tells each object's kind, as the controller's table of child kinds (the
 	// admitters' included) holds it; nil: the built-in kinds (Pod, Service, Secret,

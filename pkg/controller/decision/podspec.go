@@ -85,6 +85,7 @@ func newPod(job Job, plan *Plan, admission *Verdict, g Group, rank int32, resume
 	}
 	injectProgress(pod, plan.Progress)
 	injectElastic(pod, job, plan, &g)
+	injectAgent(pod, plan, attempt)
 	injectAttempt(pod)
 	return pod
 }

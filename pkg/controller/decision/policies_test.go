@@ -31,6 +31,8 @@ type decided struct {
 	Excluded []string
 	Stalled  bool
 	Requeue  time.Duration
+	// InPlace names the pods restarted in place, their attempt written to them.
+	InPlace []string
 }
 
 func decidedOf(d *Decision) decided {
@@ -47,6 +49,9 @@ func decidedOf(d *Decision) decided {
 	out := decided{Phase: d.Status.Phase, Restarts: d.Status.Restarts, Restarted: list(d.Restarted), Disrupted: list(d.Disrupted),
 		Deleted: list(names(d.DeletePods)), Created: list(names(d.CreatePods)), Excluded: excluded,
 		Stalled: d.Status.ConditionTrue(batch.JobConditionStalled), Requeue: d.RequeueAfter}
+	for _, r := range d.RestartPods {
+		out.InPlace = append(out.InPlace, r.Pod.Name)
+	}
 	switch {
 	case d.Outcome == nil:
 	case d.Outcome.Reason != "":
@@ -131,6 +136,11 @@ func TestPolicies(t *testing.T) {
 		{"restartjob.go", "restartScope Job restarts every replica with the one that failed",
 			plan(2, batch.RestartOnFailure, func(p *Plan) { p.RestartJob = true }), running("0", "1"), []*corev1.Pod{failedOn(0, 1, ""), runningPod(1)},
 			decided{Phase: batch.JobRunning, Restarts: 1, Restarted: []string{"job-worker-0", "job-worker-1"}, Deleted: []string{"job-worker-0", "job-worker-1"}}, nil},
+		{"inplace.go", "restartStrategy InPlace keeps the pods, writing the next attempt to them",
+			plan(2, batch.RestartOnFailure, func(p *Plan) { p.RestartJob, p.InPlace = true, &InPlacePlan{AgentImage: "agent"} }),
+			func() batch.JobStatus { s := running("w0", "w1"); s.Attempt = 1; return s }(),
+			[]*corev1.Pod{ipPod("job-worker-0", "w0", 1, 1, 0, 0, ipFailing), ipPod("job-worker-1", "w1", 1, 1, 0, 0, ipRunning)},
+			decided{Phase: batch.JobRunning, Restarts: 1, Restarted: []string{"job-worker-0", "job-worker-1"}, InPlace: []string{"job-worker-0", "job-worker-1"}}, nil},
 		{"requested.go", "a restart asked for the current attempt restarts every replica, counting nothing",
 			plan(2, batch.RestartNever, nil), func() batch.JobStatus { s := running("0", "1"); s.Attempt = 2; return s }(), []*corev1.Pod{runningPod(0), runningPod(1)},
 			decided{Phase: batch.JobRunning, Deleted: []string{"job-worker-0", "job-worker-1"}}, map[string]string{batch.AnnotationRestartAttempt: "2"}},

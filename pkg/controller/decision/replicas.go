@@ -223,7 +223,11 @@ func (x *decider) carryOut(r *replica) carried {
 			return carried{}
 		}
 		t := termination(r.pod)
-		t.Reason, t.Message = ReasonRestartedWithJob, "Deleted to restart the whole job ("+r.causeBy+"): "+r.cause+"."
+		how := "Deleted"
+		if x.restartsInPlace(r.pod) {
+			how = "Restarted in place"
+		}
+		t.Reason, t.Message = ReasonRestartedWithJob, how+" to restart the whole job ("+r.causeBy+"): "+r.cause+"."
 		switch {
 		case r.counted:
 			r.status.RestartCount++
@@ -256,7 +260,13 @@ func (x *decider) carryOut(r *replica) carried {
 func (x *decider) createPod(job Job, r *replica, resumed bool, excluded []batch.ExcludedNode, attempt int32) *corev1.Pod {
 	r.status.UID, r.status.Phase = "", batch.ReplicaCreating
 	r.status.Containers, r.status.Node, r.status.Reason, r.status.Message = []batch.ContainerStatus{}, "", "", ""
-	pod := newPod(job, x.plan, x.admission, *r.group, r.rank, resumed, attempt)
+	plan := x.plan
+	if x.noAgent {
+		withoutAgent := *plan
+		withoutAgent.InPlace = nil
+		plan = &withoutAgent
+	}
+	pod := newPod(job, plan, x.admission, *r.group, r.rank, resumed, attempt)
 	excludeNodes(pod, excluded)
 	return pod
 }

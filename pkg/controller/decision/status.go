@@ -273,7 +273,7 @@ func setCondition(conds *[]batch.JobCondition, t batch.JobConditionType, status 
 var conditionOrder = map[batch.JobConditionType]int{
 	batch.JobConditionInitialized: 0, batch.JobConditionRunning: 1, batch.JobConditionReplicaFailure: 2,
 	batch.JobConditionCompleted: 3, batch.JobConditionFailed: 4, batch.JobConditionPaused: 5,
-	batch.JobConditionStalled: 6,
+	batch.JobConditionStalled: 6, batch.JobConditionInPlaceUnavailable: 7,
 }
 
 func sortConditions(conds []batch.JobCondition) {

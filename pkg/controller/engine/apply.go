@@ -25,8 +25,11 @@ func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision
 	// without a node must not come back with it), or says what a rule decided or that the
 	// job stalled or was resized: their events are told once the status that records them
 	// is written (a resize is told once: the next decision finds the status at the new size).
+	// A release goes after the status that says its replicas are made again: read with the
+	// status before it, the released pod would be taken for the old life that is restarting.
 	statusFirst := len(d.Restarted) > 0 || len(d.Disrupted) > 0 || d.JobRestart != "" || d.Outcome != nil || d.Elsewhere ||
-		len(d.RuleDecisions) > 0 || d.Stalled != "" || len(d.ExcludedNodes) > 0 || len(d.DroppedNodes) > 0 || d.Resized != ""
+		len(d.RuleDecisions) > 0 || d.Stalled != "" || len(d.ExcludedNodes) > 0 || len(d.DroppedNodes) > 0 || d.Resized != "" ||
+		len(d.ReleasePods) > 0 || d.InPlaceFallback != ""
 	if statusFirst {
 		written, err := c.writeDecided(ctx, key, job, d)
 		if err != nil {
@@ -36,6 +39,9 @@ func (c *Controller) apply(ctx context.Context, key string, job Job, d *Decision
 		c.recordOutcome(job, d)
 	}
 	if err := c.deleteAll(ctx, key, job, d.DeletePods, d.DeleteObjects); err != nil {
+		return job, err
+	}
+	if err := c.restartInPlace(ctx, job, d); err != nil {
 		return job, err
 	}
 	created, err := c.createAndUpdate(ctx, key, job, d)
@@ -220,6 +226,9 @@ func (c *Controller) recordOutcome(job Job, d *Decision) {
 		}
 		c.recorder.Eventf(job, eventType, "RestartingJob", "Restarting every replica together as attempt %d (%s): %s.", d.Status.Attempt, d.JobRestartBy, d.JobRestart)
 		metrics.JobRestarts.WithLabelValues(c.kind, d.JobRestartCause).Inc()
+	}
+	if d.InPlaceFallback != "" {
+		c.recorder.Event(job, corev1.EventTypeWarning, "InPlaceRestartUnavailable", d.InPlaceFallback)
 	}
 	for _, name := range d.Restarted {
 		if d.JobRestart == "" {

@@ -30,10 +30,30 @@ type CachedPod struct {
 	// the pod was evicted, preempted or its node went, not failed (decision/disruption.go).
 	// nil for almost every pod.
 	Disruption *corev1.PodCondition
+	// Rare is what few pods have: nil for almost every pod.
+	Rare *CachedRare
+}
+
+// CachedRare is what a cached pod keeps that few pods have.
+type CachedRare struct {
 	// Others are the pod's conditions of types Kubernetes does not set itself (a readiness
 	// gate's, a node problem detector's): what failure policy rules may match
-	// (onPodConditions). Their type, status and reason only; nil for almost every pod.
-	Others *[]corev1.PodCondition
+	// (onPodConditions). Their type, status and reason only.
+	Others []corev1.PodCondition
+	// For a pod that restarts in place (decision/inplace.go), what tells its attempt's state:
+	// each init container's name, state, whether it started and how often it restarted (the
+	// agent's among them), and how each container's last run ended (by the index of
+	// Containers; nil where none).
+	Inits []corev1.ContainerStatus
+	Last  []*corev1.ContainerStateTerminated
+}
+
+// rare is the pod's CachedRare, made when first needed.
+func (p *CachedPod) rare() *CachedRare {
+	if p.Rare == nil {
+		p.Rare = &CachedRare{}
+	}
+	return p.Rare
 }
 
 // kubernetesConditions are the pod condition types Kubernetes sets on every pod, which
@@ -52,7 +72,8 @@ type CachedContainer struct {
 }
 
 // cachePod keeps of a pod what CachedPod holds: of its annotations only
-// batch.AnnotationRunMode and batch.AnnotationExcludedNodes, of its managedFields nothing.
+// batch.AnnotationRunMode, batch.AnnotationExcludedNodes and those of restarting in place,
+// of its managedFields nothing.
 func cachePod(o *corev1.Pod) *CachedPod {
 	p := &CachedPod{ObjectMeta: o.ObjectMeta, NodeName: o.Spec.NodeName, Phase: o.Status.Phase,
 		Reason: o.Status.Reason, Message: o.Status.Message, Ready: decision.PodReady(o)}
@@ -65,13 +86,10 @@ func cachePod(o *corev1.Pod) *CachedPod {
 	}
 	for _, c := range o.Status.Conditions {
 		if !kubernetesConditions[c.Type] {
-			if p.Others == nil {
-				p.Others = &[]corev1.PodCondition{}
-			}
-			*p.Others = append(*p.Others, corev1.PodCondition{Type: corev1.PodConditionType(intern(string(c.Type))), Status: c.Status, Reason: intern(c.Reason)})
+			p.rare().Others = append(p.rare().Others, corev1.PodCondition{Type: corev1.PodConditionType(intern(string(c.Type))), Status: c.Status, Reason: intern(c.Reason)})
 		}
 	}
-	for _, key := range []string{batch.AnnotationRunMode, batch.AnnotationExcludedNodes} {
+	for _, key := range []string{batch.AnnotationRunMode, batch.AnnotationExcludedNodes, batch.AnnotationReleasedAttempt, batch.AnnotationAgentRestarts, batch.AnnotationRestartedAt} {
 		if v, ok := o.Annotations[key]; ok {
 			if p.Annotations == nil {
 				p.Annotations = map[string]string{}
@@ -81,20 +99,38 @@ func cachePod(o *corev1.Pod) *CachedPod {
 	}
 	p.Containers = make([]CachedContainer, len(o.Status.ContainerStatuses))
 	for i, cs := range o.Status.ContainerStatuses {
-		state := corev1.ContainerState{}
-		switch {
-		case cs.State.Terminated != nil:
-			t := cs.State.Terminated
-			state.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: intern(t.Reason), FinishedAt: t.FinishedAt}
-		case cs.State.Running != nil:
-			state.Running = &corev1.ContainerStateRunning{}
-		case cs.State.Waiting != nil:
-			w := cs.State.Waiting
-			state.Waiting = &corev1.ContainerStateWaiting{Reason: intern(w.Reason), Message: internMessage(w.Message)}
+		p.Containers[i] = CachedContainer{Name: intern(cs.Name), State: cachedState(cs.State)}
+	}
+	if _, ok := o.Annotations[batch.AnnotationReleasedAttempt]; ok {
+		ip := p.rare()
+		ip.Last = make([]*corev1.ContainerStateTerminated, len(o.Status.ContainerStatuses))
+		for _, cs := range o.Status.InitContainerStatuses {
+			ip.Inits = append(ip.Inits, corev1.ContainerStatus{Name: intern(cs.Name), State: cachedState(cs.State), Started: cs.Started, RestartCount: cs.RestartCount})
 		}
-		p.Containers[i] = CachedContainer{Name: intern(cs.Name), State: state}
+		for i, cs := range o.Status.ContainerStatuses {
+			if t := cs.LastTerminationState.Terminated; t != nil {
+				ip.Last[i] = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: intern(t.Reason), FinishedAt: t.FinishedAt}
+			}
+		}
 	}
 	return p
+}
+
+// cachedState is what the cache keeps of a container's state: whether it waits (reason and
+// message), runs, or ended (exit code, reason, finishedAt).
+func cachedState(s corev1.ContainerState) corev1.ContainerState {
+	state := corev1.ContainerState{}
+	switch {
+	case s.Terminated != nil:
+		t := s.Terminated
+		state.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: intern(t.Reason), FinishedAt: t.FinishedAt}
+	case s.Running != nil:
+		state.Running = &corev1.ContainerStateRunning{}
+	case s.Waiting != nil:
+		w := s.Waiting
+		state.Waiting = &corev1.ContainerStateWaiting{Reason: intern(w.Reason), Message: internMessage(w.Message)}
+	}
+	return state
 }
 
 // unscheduled is a pod's PodScheduled condition while it is False, with what explains it:
@@ -124,12 +160,20 @@ func (p *CachedPod) Pod() *corev1.Pod {
 	if p.Disruption != nil {
 		pod.Status.Conditions = append(pod.Status.Conditions, *p.Disruption)
 	}
-	if p.Others != nil {
-		pod.Status.Conditions = append(pod.Status.Conditions, *p.Others...)
+	if p.Rare != nil {
+		pod.Status.Conditions = append(pod.Status.Conditions, p.Rare.Others...)
 	}
 	pod.Status.ContainerStatuses = make([]corev1.ContainerStatus, len(p.Containers))
 	for i, c := range p.Containers {
 		pod.Status.ContainerStatuses[i] = corev1.ContainerStatus{Name: c.Name, State: c.State}
+	}
+	if ip := p.Rare; ip != nil {
+		pod.Status.InitContainerStatuses = ip.Inits
+		for i, t := range ip.Last {
+			if t != nil && i < len(pod.Status.ContainerStatuses) {
+				pod.Status.ContainerStatuses[i].LastTerminationState.Terminated = t
+			}
+		}
 	}
 	return pod
 }

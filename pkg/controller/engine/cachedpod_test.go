@@ -104,11 +104,11 @@ func TestRuleOnACustomConditionThroughTheCache(t *testing.T) {
 	if len(d.RuleDecisions) != 1 || d.RuleDecisions[0].RuleName != "bad-gpu" {
 		t.Fatalf("the cached pod's conditions %+v: the rule on example.com/GPUHealthy False does not match (rule decisions %+v)", cached.Status.Conditions, d.RuleDecisions)
 	}
-	if others := trimmed.(*CachedPod).Others; others == nil || len(*others) != 1 || (*others)[0].Message != "" {
-		t.Errorf("the cache keeps %v, want the one custom condition, without its message", others)
+	if rare := trimmed.(*CachedPod).Rare; rare == nil || len(rare.Others) != 1 || rare.Others[0].Message != "" {
+		t.Errorf("the cache keeps %+v, want the one custom condition, without its message", rare)
 	}
 	plain, _ := TrimChild(decisiontest.Pod("job-worker-1", "w1", corev1.PodRunning, 0))
-	if plain.(*CachedPod).Others != nil {
+	if plain.(*CachedPod).Rare != nil {
 		t.Error("a pod with no custom condition costs the cache a list")
 	}
 }

@@ -62,5 +62,6 @@ func (c *Controller) children(job Job) (Children, error) {
 		}
 	}
 	ch.Gone = c.gone.of(job.GetUID(), ch.Pods)
+	ch.Failing = c.failing.all(job.GetUID())
 	return ch, nil
 }

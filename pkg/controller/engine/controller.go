@@ -69,6 +69,9 @@ type Controller struct {
 	// gone holds, per job, the last state of its disrupted pods, for the syncs that find
 	// them gone (gone.go); shared by the controllers of one Informers.
 	gone *goneMemory
+	// failing holds, per job, the state of its pods that restart in place as a container
+	// failed, before the kubelet restarted them all (gone.go, rememberFailing).
+	failing *goneMemory
 	// announced holds, per job key, the reasons its waiting replicas were announced for
 	// (waitevents.go), while they wait.
 	announced sync.Map // key -> []string
@@ -88,6 +91,9 @@ type Options struct {
 	Admitters []Admitter
 	// Progress is the progress endpoint every pod is told of (progress.go); nil: none.
 	Progress *ProgressEndpoint
+	// AgentImage is the image of the agent in the pods of jobs that restart in place
+	// (inplace.go): the controller's own.
+	AgentImage string
 	// Namespace is the namespace children's and jobs' informers watch when a process runs a
 	// controller of the kind for each of several namespaces: its queue's metrics are named
 	// <kind>/<namespace>. Empty: the kind alone.
@@ -110,7 +116,12 @@ func New(adapter Adapter, clients Clients, children Informers, recorder record.E
 		expect:   expectations.New(expectations.DefaultTTL),
 		now:      time.Now,
 		gone:     children.gone,
+		failing:  children.failing,
 	}
+	if c.failing == nil {
+		c.failing = &goneMemory{}
+	}
+
 	if c.gone == nil {
 		c.gone = &goneMemory{}
 	}
@@ -265,6 +276,7 @@ func (c *Controller) decideAndApply(ctx context.Context, key string, job Job) (t
 		return 0, c.failJob(ctx, key, job, children, "InvalidSpec", err)
 	}
 	c.planProgress(job, plan)
+	c.planInPlace(job, plan)
 	verdicts, err := c.admit(job, plan, children)
 	var invalid *InvalidSpecError
 	switch {

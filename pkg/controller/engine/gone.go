@@ -158,12 +158,51 @@ func (m *goneMemory) trimChild(obj any) (any, error) {
 }
 
 // NewInformers makes the factory of the children's informers over kube, with options (a
-// namespace, a filter): each child is kept as TrimChild trims it, and the last state of each
-// disrupted pod as the controllers read it when the pod is gone (above).
+// namespace, a filter): each child is kept as TrimChild trims it, the last state of each
+// disrupted pod as the controllers read it when the pod is gone (above), and the failing
+// state of each pod that restarts in place (rememberFailing).
 func NewInformers(kube kubernetes.Interface, options ...informers.SharedInformerOption) Informers {
-	gone := &goneMemory{}
-	options = append(slices.Clip(options), informers.WithTransform(gone.trimChild))
-	return Informers{Kube: informers.NewSharedInformerFactoryWithOptions(kube, 0, options...), gone: gone}
+	gone, failing := &goneMemory{}, &goneMemory{}
+	options = append(slices.Clip(options), informers.WithTransform(func(obj any) (any, error) {
+		trimmed, err := gone.trimChild(obj)
+		if err == nil {
+			failing.rememberFailing(trimmed, time.Now())
+		}
+		return trimmed, err
+	}))
+	return Informers{Kube: informers.NewSharedInformerFactoryWithOptions(kube, 0, options...), gone: gone, failing: failing}
+}
+
+// rememberFailing keeps the state of a pod that restarts in place while one of its containers
+// has just failed: a moment later the kubelet restarts all of them, and their last state says
+// only that (exit code 137, RestartingAllContainers). The sync that reads the pod held after
+// it takes the failed container's exit code from here (decision/inplace.go). A pod's later
+// failure replaces its earlier one; the memory goes with the job, or after goneTTL.
+func (m *goneMemory) rememberFailing(obj any, now time.Time) {
+	if cached, ok := obj.(*CachedPod); ok && cached.Rare == nil {
+		return // most pods: not made into a Pod to be looked at
+	}
+	pod := asPod(obj)
+	if pod == nil || !decision.FailingInPlace(pod) {
+		return
+	}
+	if job := types.UID(pod.Labels[batch.LabelControllerUID]); job != "" {
+		m.remember(job, pod, now)
+	}
+}
+
+// all returns every remembered pod of a job, by UID (nil: none).
+func (m *goneMemory) all(job types.UID) map[types.UID]*corev1.Pod {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.jobs[job]) == 0 {
+		return nil
+	}
+	out := make(map[types.UID]*corev1.Pod, len(m.jobs[job]))
+	for uid, g := range m.jobs[job] {
+		out[uid] = g.pod
+	}
+	return out
 }
 
 // rememberGone keeps the last state of a deleted pod that was disrupted.

@@ -91,6 +91,7 @@ func (c *Controller) deleteJob(obj any) {
 	}
 	if job, ok := obj.(metav1.Object); ok {
 		c.gone.forgetJob(job.GetUID())
+		c.failing.forgetJob(job.GetUID())
 		for _, a := range c.options.Admitters {
 			if f, ok := a.(Forgetter); ok {
 				f.Forget(job.GetUID())

@@ -24,6 +24,9 @@ type Informers struct {
 	// gone is what the informers remember of disrupted pods (gone.go); nil when Kube was
 	// made otherwise: the controller then remembers from the delete events alone.
 	gone *goneMemory
+	// failing is what they remember of pods that restart in place as a container fails
+	// (gone.go, rememberFailing).
+	failing *goneMemory
 }
 
 // ChildKind is one kind of object a job may own: how the engine watches it, and reads and

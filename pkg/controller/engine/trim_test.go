@@ -2,6 +2,8 @@ package engine
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision/decisiontest"
 )
 
@@ -106,6 +109,8 @@ func TestTrimmedChildrenDecideAlike(t *testing.T) {
 			}
 			return readyReplicas(ready)
 		}}
+	inPlacePlan := &Plan{Groups: []Group{workers(2, batch.RestartOnFailure, nil)}, Judge: whenAllSucceed, RestartJob: true,
+		InPlace: &decision.InPlacePlan{AgentImage: "agent"}}
 	debugPlan := &Plan{Groups: []Group{workers(2, batch.RestartNever, nil)}, Debug: true, DebugHint: "go", Judge: whenAllSucceed}
 	cases := []struct {
 		name    string
@@ -132,6 +137,12 @@ func TestTrimmedChildrenDecideAlike(t *testing.T) {
 		{"success and clean-up", restartOnFailure,
 			decisiontest.StatusWith(batch.JobRunning, decisiontest.ReplicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), decisiontest.ReplicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0)),
 			[]*corev1.Pod{succeeded, full(decisiontest.Pod("job-worker-1", "w1", corev1.PodSucceeded, 0))}, []metav1.Object{service}},
+		{"restarting in place: a pod held after its failure, one running", inPlacePlan,
+			inPlaceStatus(1), []*corev1.Pod{inPlace(full(decisiontest.Pod("job-worker-0", "w0", corev1.PodRunning, 0)), 1, 1, 1, true),
+				inPlace(full(decisiontest.Pod("job-worker-1", "w1", corev1.PodRunning, 0)), 1, 1, 0, false)}, nil},
+		{"restarting in place: both pods down, released", inPlacePlan,
+			inPlaceStatus(2), []*corev1.Pod{inPlace(full(decisiontest.Pod("job-worker-0", "w0", corev1.PodRunning, 0)), 2, 1, 2, true),
+				inPlace(full(decisiontest.Pod("job-worker-1", "w1", corev1.PodRunning, 0)), 2, 1, 1, true)}, nil},
 		{"a pod Kueue terminated before it ran: a disruption", &Plan{Groups: []Group{workers(1, batch.RestartNever, nil)}, Judge: whenAllSucceed, BackoffLimit: ptr.To[int32](0)},
 			decisiontest.StatusWith(batch.JobRunning, decisiontest.ReplicaStatus("job-worker-0", "w0", batch.ReplicaPending, 0)),
 			[]*corev1.Pod{decisiontest.TerminatedByKueue()}, nil},
@@ -153,6 +164,33 @@ func TestTrimmedChildrenDecideAlike(t *testing.T) {
 			}
 		})
 	}
+}
+
+// inPlace makes a full pod one that restarts in place: its attempt label and released
+// annotation, its agent's restart count (the release's count is 0), and whether the agent
+// holds its containers (their last run ended when the kubelet restarted them all).
+func inPlace(p *corev1.Pod, label, released int, agentRestarts int32, held bool) *corev1.Pod {
+	p.Labels[batch.LabelAttempt] = strconv.Itoa(label)
+	p.Annotations[batch.AnnotationReleasedAttempt] = strconv.Itoa(released)
+	p.Annotations[batch.AnnotationAgentRestarts] = "0"
+	agent := corev1.ContainerStatus{Name: decision.AgentContainer, RestartCount: agentRestarts, Started: ptr.To(!held), Image: "agent", ImageID: "sha256:def",
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now)}}}
+	p.Status.InitContainerStatuses = []corev1.ContainerStatus{agent}
+	if held {
+		p.Status.Phase = corev1.PodPending
+		cs := &p.Status.ContainerStatuses[0]
+		cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}
+		cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "RestartingAllContainers",
+			StartedAt: metav1.NewTime(now.Add(-time.Minute)), FinishedAt: metav1.NewTime(now.Add(-5 * time.Second)), ContainerID: "containerd://122"}}
+	}
+	return p
+}
+
+// inPlaceStatus is a running job of two workers in the attempt given.
+func inPlaceStatus(attempt int32) batch.JobStatus {
+	s := decisiontest.StatusWith(batch.JobRunning, decisiontest.ReplicaStatus("job-worker-0", "w0", batch.ReplicaRunning, 0), decisiontest.ReplicaStatus("job-worker-1", "w1", batch.ReplicaRunning, 0))
+	s.Attempt = attempt
+	return s
 }
 
 // unplaced makes a full pod one the scheduler could not place: its PodScheduled condition
@@ -180,11 +218,24 @@ func summary(t *testing.T, d *Decision) string {
 		"status": d.Status, "kindStatus": d.KindStatus, "createPods": decisiontest.Names(d.CreatePods), "deletePods": decisiontest.Names(d.DeletePods),
 		"create": decisiontest.Names(d.CreateObjects), "update": decisiontest.Names(d.UpdateObjects), "delete": decisiontest.Names(d.DeleteObjects),
 		"restarted": d.Restarted, "disrupted": d.Disrupted, "jobRestart": d.JobRestart, "requeue": d.RequeueAfter, "outcome": d.Outcome, "waiting": d.Waiting, "hint": d.DebugHint,
+		"restartInPlace": inPlaceWrites(d), "inPlaceFallback": d.InPlaceFallback,
 	}, "", " ")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// inPlaceWrites are the attempts a decision writes to pods that restart in place.
+func inPlaceWrites(d *Decision) []string {
+	var out []string
+	for _, r := range d.RestartPods {
+		out = append(out, fmt.Sprintf("restart %s for %d", r.Pod.Name, r.Attempt))
+	}
+	for _, r := range d.ReleasePods {
+		out = append(out, fmt.Sprintf("release %s for %d at %d agent restarts", r.Pod.Name, r.Attempt, r.AgentRestarts))
+	}
+	return out
 }
 
 // A job's cached copy loses managedFields and kubectl's copy of the applied object, and

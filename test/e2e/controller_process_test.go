@@ -61,7 +61,7 @@ func startController() error {
 	}
 	progressURL := "https://" + net.JoinHostPort(progressHost, port)
 	args := append([]string{"--kubeconfig", controller.kubeconfig, "--leader-elect-namespace", "t9k-system", "--bind-address", addr, "-v=2",
-		"--progress-bind-address", ":" + port, "--progress-url", progressURL}, controller.args...)
+		"--progress-bind-address", ":" + port, "--progress-url", progressURL, "--agent-image", agentImage}, controller.args...)
 	proc, err := harness.Start(controller.binary, args, harness.Options{Log: controller.log})
 	if err != nil {
 		return err

@@ -50,31 +50,64 @@ func needInstall(t *testing.T) {
 	}
 }
 
-// buildInstall builds the image and the release with the project's make targets, and imports
-// both archives into the real node.
+// buildInstall builds the image (needControllerImage) and the release with the project's make
+// targets, and imports both archives into the real node.
 func buildInstall() error {
+	if err := buildControllerImage(); err != nil {
+		return err
+	}
 	dir, err := os.MkdirTemp("", "t9k-install-")
 	if err != nil {
 		return err
 	}
 	install.version, install.release = "v0.0.1-e2e", filepath.Join(dir, "dist")
-	image := filepath.Join(dir, "image.oci.tar")
-	for _, args := range [][]string{
-		{"image", "IMAGE_ARCHIVE=" + image, "VERSION=v0.0.0-e2e"},
-		// The plugin for this machine only: the release's three other platforms are the same
-		// build for another GOOS and GOARCH, minutes of compiling that prove nothing more here.
-		{"release", "VERSION=" + install.version, "DIST=" + install.release, "PLUGIN_PLATFORMS=" + runtime.GOOS + "/" + runtime.GOARCH},
-	} {
-		start := time.Now()
-		cmd := exec.Command("make", append([]string{"--no-print-directory"}, args...)...)
-		cmd.Dir = repoRoot
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("make %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		fmt.Fprintf(os.Stderr, "e2e: make %s: %.1fs\n", args[0], time.Since(start).Seconds())
+	// The plugin for this machine only: the release's three other platforms are the same
+	// build for another GOOS and GOARCH, minutes of compiling that prove nothing more here.
+	if err := makeTarget("release", "VERSION="+install.version, "DIST="+install.release, "PLUGIN_PLATFORMS="+runtime.GOOS+"/"+runtime.GOARCH); err != nil {
+		return err
 	}
-	// ImportImages names them by digest too: install.yaml pins the release's image so.
-	return env.cluster.ImportImages(image, filepath.Join(install.release, "t9k-job-controller-"+install.version+".oci.tar"))
+	// ImportImages names it by digest too: install.yaml pins the release's image so.
+	return env.cluster.ImportImages(filepath.Join(install.release, "t9k-job-controller-"+install.version+".oci.tar"))
+}
+
+// controllerImage is the image `make image` builds, under the name and tag the Deployment
+// and the suite's controller (--agent-image, for jobs that restart in place) give it, built
+// and imported into the real node once.
+var controllerImage struct {
+	once sync.Once
+	err  error
+}
+
+// agentImage is the controller's image as `make image` names it (manifests/kustomization.yaml).
+const agentImage = "ghcr.io/t9k-jobs/t9k-job-controller:dev"
+
+func buildControllerImage() error {
+	controllerImage.once.Do(func() {
+		dir, err := os.MkdirTemp("", "t9k-image-")
+		if err != nil {
+			controllerImage.err = err
+			return
+		}
+		image := filepath.Join(dir, "image.oci.tar")
+		if err := makeTarget("image", "IMAGE_ARCHIVE="+image, "VERSION=v0.0.0-e2e"); err != nil {
+			controllerImage.err = err
+			return
+		}
+		controllerImage.err = env.cluster.ImportImages(image)
+	})
+	return controllerImage.err
+}
+
+// makeTarget runs one of the project's make targets, and says how long it took.
+func makeTarget(args ...string) error {
+	start := time.Now()
+	cmd := exec.Command("make", append([]string{"--no-print-directory"}, args...)...)
+	cmd.Dir = repoRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("make %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	fmt.Fprintf(os.Stderr, "e2e: make %s: %.1fs\n", args[0], time.Since(start).Seconds())
+	return nil
 }
 
 // handOverToInstalled stops the suite's controller, so that the installed one runs jobs alone,

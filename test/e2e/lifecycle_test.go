@@ -284,3 +284,52 @@ func TestProgramFailuresStillFail(t *testing.T) {
 		}
 	}
 }
+
+// TestInPlaceFallsBackOnFakeNodes: a job that restarts in place, on nodes whose kubelets do
+// not declare RestartAllContainersOnContainerExits (kwok's): kube-scheduler places its pods,
+// made with the restart agent, on no node; the controller makes them again without it, says so
+// once (a Warning event, the InPlaceUnavailable condition), and the job runs, its whole-job
+// restarts recreating its pods.
+func TestInPlaceFallsBackOnFakeNodes(t *testing.T) {
+	parallel(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	r := replica("worker", "trainer") // runs until the test ends it
+	r.Replicas = ptr.To[int32](2)
+	r.RestartPolicy = &batch.GenericRestartPolicy{Policy: batch.RestartOnFailure, Limit: ptr.To[int32](1)}
+	job := &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: "in-place"}, Spec: batch.GenericJobSpec{ReplicaSpecs: []batch.GenericReplicaSpec{r},
+		Lifecycle: batch.Lifecycle{RestartScope: batch.RestartScopeJob, RestartStrategy: batch.RestartInPlace}}}
+	createJob(t, ns, job)
+	running := waitJob(t, ns, job.Name, "Running", inPhase(batch.JobRunning))
+	if c := running.Status.Condition(batch.JobConditionInPlaceUnavailable); c.Status != corev1.ConditionTrue || c.Reason != "NoNodeRestartsInPlace" {
+		t.Errorf("condition InPlaceUnavailable %+v: want True, NoNodeRestartsInPlace", c)
+	}
+	if ev, ok := eventsSaying(t, ns, job.Name, "InPlaceRestartUnavailable: No node that could take in-place-worker-"); !ok {
+		t.Errorf("no InPlaceRestartUnavailable event:\n%s", ev)
+	}
+	pod, err := env.kube.CoreV1().Pods(ns).Get(ctx, "in-place-worker-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pod.Spec.InitContainers) != 0 {
+		t.Fatalf("init containers %+v: want the restart agent gone", pod.Spec.InitContainers)
+	}
+
+	endPodAs(t, ns, "in-place-worker-1", corev1.PodFailed, 1, "")
+	restarted := waitJob(t, ns, job.Name, "attempt 2 running", func(j *batch.GenericJob) bool {
+		if j.Status.Attempt != 2 || j.Status.Phase != batch.JobRunning {
+			return false
+		}
+		for _, rs := range j.Status.Tasks[0].Replicas {
+			if rs.Phase != batch.ReplicaRunning {
+				return false
+			}
+		}
+		return true
+	})
+	for _, rs := range restarted.Status.Tasks[0].Replicas {
+		if rs.UID == replicaStatusOf(running, rs.Name).UID || rs.RestartCount != 1 {
+			t.Errorf("%s: pod %s, %d restarts; want a new pod, restarted once", rs.Name, rs.UID, rs.RestartCount)
+		}
+	}
+}

@@ -49,8 +49,13 @@ func needRealNode(t *testing.T, ns string, images ...string) {
 		t.Skip(why)
 	}
 	for _, image := range images {
-		if image == trainingImage {
+		switch image {
+		case trainingImage:
 			importTrainingImage(t)
+		case agentImage:
+			if err := buildControllerImage(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	t.Cleanup(func() {

@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -57,16 +59,24 @@ func watchPods(t *testing.T, ns string) func() []podEvent {
 }
 
 // TestRealWholeJobRestart: plain DDP, a gloo process group with no elastic rendezvous, whose
-// rank 1 exits 1 in its first life, under restartScope Job: every rank is restarted, the new
-// pods are made only once every old one is gone, the second life's all-reduce succeeds, and
-// the job Succeeded with each replica restarted once and the job once, in attempt 2, which
-// each program of the second life reads from T9K_ATTEMPT. The barrier lasts the
-// old pods' grace period (30 s): their ranks, Python as pid 1 of the container, waiting for
-// rank 1 in the rendezvous, ignore the kubelet's SIGTERM and end at its SIGKILL.
+// rank 1 exits 1 in its first life, under restartScope Job, twice at once: restarted by
+// recreating its pods, and in place. Each job Succeeded with each replica restarted once and
+// the job once, in attempt 2, which each program of the second life reads from T9K_ATTEMPT,
+// and the second life's all-reduce succeeds.
+//
+// The barrier is shown from the pods' own clocks: every rank stamps, on a hostPath of the node,
+// when each of its lives started and, every 100 ms, that it is alive; no rank of attempt 2
+// started before the last stamp of attempt 1. Recreated, the old pods are gone before a new one
+// is made, in the API server's order of events; their ranks, Python as pid 1 of the container
+// waiting for rank 1 in the rendezvous, ignore the kubelet's SIGTERM and end at its SIGKILL,
+// after the pods' grace period (30 s). In place, every pod keeps its UID, node and address,
+// each container restarts once, and the kubelet stops the old containers within its own
+// grace of 2 s: the time from rank 1's exit to every rank running again is reported for both,
+// and in place takes at most half of recreating.
 func TestRealWholeJobRestart(t *testing.T) {
 	parallel(t, realNode.one())
 	ns := namespace(t)
-	needRealNode(t, ns, trainingImage)
+	needRealNode(t, ns, trainingImage, agentImage)
 	ctx := context.Background()
 	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "pytorch", "allreduce.py"))
 	if err != nil {
@@ -76,44 +86,121 @@ func TestRealWholeJobRestart(t *testing.T) {
 	if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	marker := filepath.Join(os.TempDir(), "t9k-e2e-"+ns)
-	t.Cleanup(func() { os.RemoveAll(marker) })
+	events := watchPods(t, ns)
+	recreate, inPlace := ddpJob(t, ns, "ddp", batch.RestartRecreate), ddpJob(t, ns, "ddp-in-place", batch.RestartInPlace)
+	createJob(t, ns, recreate.job)
+	createJob(t, ns, inPlace.job)
+	before := podsByName(t, ns, inPlace.job.Name, 3)
+	recreated := recreate.check(t, ns, "RestartedWithJob")
+	kept := inPlace.check(t, ns, "RestartedWithJob")
 
+	// Recreated: new pods, made once every old one was gone in the API server's order.
+	first, second := map[types.UID]string{}, map[types.UID]string{}
+	for _, rs := range recreated.Status.Tasks[0].Replicas {
+		first[rs.LastTermination.UID], second[rs.UID] = rs.Name, rs.Name
+		if rs.UID == rs.LastTermination.UID {
+			t.Errorf("%s recreated kept its pod %s", rs.Name, rs.UID)
+		}
+	}
+	lastGone, firstMade := -1, -1
+	for i, e := range events() {
+		switch {
+		case e.kind == watch.Deleted && first[e.uid] != "":
+			lastGone = i
+		case e.kind == watch.Added && second[e.uid] != "" && firstMade < 0:
+			firstMade = i
+		}
+	}
+	if lastGone < 0 || firstMade < 0 || firstMade < lastGone {
+		t.Errorf("pod events: the first new pod at %d, the last old one gone at %d; want every old pod gone first:\n%v", firstMade, lastGone, events())
+	}
+	if ev, ok := eventsSaying(t, ns, recreate.job.Name, "RestartingJob: Restarting every replica together as attempt 2 (spec.restartScope: Job): ddp-worker-1 failed with exit code 1."); !ok {
+		t.Errorf("no RestartingJob event naming worker-1:\n%s", ev)
+	}
+
+	// In place: the same pods, on the same node at the same address, each container restarted
+	// once by the kubelet.
+	after := podsByName(t, ns, inPlace.job.Name, 3)
+	for name, b := range before {
+		a := after[name]
+		if a == nil || a.UID != b.UID || a.Spec.NodeName != b.Spec.NodeName || a.Status.PodIP != b.Status.PodIP {
+			t.Errorf("%s: before the restart %s on %s at %s, after %+v; want the same pod", name, b.UID, b.Spec.NodeName, b.Status.PodIP, a)
+			continue
+		}
+		for _, c := range a.Status.ContainerStatuses {
+			if c.RestartCount != 1 {
+				t.Errorf("%s, container %s: restarted %d times by the kubelet, want once", name, c.Name, c.RestartCount)
+			}
+		}
+	}
+	for _, rs := range kept.Status.Tasks[0].Replicas {
+		if rs.UID != before[rs.Name].UID || rs.LastTermination.UID != rs.UID {
+			t.Errorf("%s: status %s, last termination %s; want its one pod %s", rs.Name, rs.UID, rs.LastTermination.UID, before[rs.Name].UID)
+		}
+	}
+	if ev, ok := eventsSaying(t, ns, inPlace.job.Name, "RestartingInPlace: Restarting pods in place for attempt 2", "Released: Every pod's attempt 1 is down"); !ok {
+		t.Errorf("no RestartingInPlace and Released events:\n%s", ev)
+	}
+
+	slow, fast := recreate.recovery(t), inPlace.recovery(t)
+	t.Logf("from rank 1's exit to every rank running again: recreated %.1fs, in place %.1fs", slow.Seconds(), fast.Seconds())
+	if fast > slow/2 {
+		t.Errorf("in place took %.1fs, more than half of recreating (%.1fs)", fast.Seconds(), slow.Seconds())
+	}
+}
+
+// ddpRun is one DDP job of TestRealWholeJobRestart and the hostPath directory its ranks stamp
+// (start-<attempt>-<rank>, alive-<attempt>-<rank>, exit-1-1).
+type ddpRun struct {
+	job   *batch.GenericJob
+	dir   string
+	names []string
+}
+
+func ddpJob(t *testing.T, ns, name string, strategy batch.RestartStrategy) *ddpRun {
+	dir := filepath.Join(os.TempDir(), "t9k-e2e-"+ns+"-"+name)
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	r := replica("worker", trainingImage)
 	r.Replicas = ptr.To[int32](3)
 	r.RestartPolicy = &batch.GenericRestartPolicy{Policy: batch.RestartOnFailure, Limit: ptr.To[int32](1)}
 	c := &r.Template.Spec.Containers[0]
 	c.Name = "worker"
-	c.Command = []string{"sh", "-c", `echo "rank $RANK attempt $T9K_ATTEMPT"; if [ "$RANK" = 1 ] && [ ! -e /work/failed ]; then touch /work/failed; echo "rank 1: first life, exit 1"; exit 1; fi; exec /usr/bin/python3 /scripts/allreduce.py`}
+	c.Command = []string{"sh", "-c", `s=/stamps; a=$T9K_ATTEMPT; date +%s.%N > $s/start-$a-$RANK
+(while :; do date +%s.%N > $s/.alive-$a-$RANK && mv $s/.alive-$a-$RANK $s/alive-$a-$RANK; sleep 0.1; done) &
+echo "rank $RANK attempt $a"
+if [ "$RANK" = 1 ] && [ "$a" = 1 ]; then sleep 3; date +%s.%N > $s/exit-1-1; echo "rank 1: first life, exit 1"; exit 1; fi
+exec /usr/bin/python3 /scripts/allreduce.py`}
 	c.Env = []corev1.EnvVar{{Name: "RANK", Value: "$(rank)"}, {Name: "WORLD_SIZE", Value: "$(replicas[worker])"},
 		{Name: "MASTER_ADDR", Value: "$(service.worker[0].host)"}, {Name: "MASTER_PORT", Value: "$(service.port[torch])"}}
-	c.VolumeMounts = []corev1.VolumeMount{{Name: "scripts", MountPath: "/scripts"}, {Name: "work", MountPath: "/work"}}
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "scripts", MountPath: "/scripts"}, {Name: "stamps", MountPath: "/stamps"}}
 	r.Template.Spec.Volumes = []corev1.Volume{
 		{Name: "scripts", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "scripts"}}}},
-		{Name: "work", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: marker, Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}},
+		{Name: "stamps", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}},
 	}
 	onRealNode(&r.Template.Spec)
-	job := &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: "ddp"}, Spec: batch.GenericJobSpec{
+	job := &batch.GenericJob{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: batch.GenericJobSpec{
 		ReplicaSpecs: []batch.GenericReplicaSpec{r},
 		Service:      &batch.ServiceOption{Ports: []batch.ServicePort{{Name: "torch", Port: 29500}}},
-		Lifecycle:    batch.Lifecycle{RestartScope: batch.RestartScopeJob},
+		Lifecycle:    batch.Lifecycle{RestartScope: batch.RestartScopeJob, RestartStrategy: strategy},
 	}}
-	events := watchPods(t, ns)
-	createJob(t, ns, job)
-	done := waitGenericPhase(t, ns, job.Name, batch.JobSucceeded)
+	return &ddpRun{job: job, dir: dir, names: []string{name + "-worker-0", name + "-worker-1", name + "-worker-2"}}
+}
 
+// check waits for the job to succeed and checks what both strategies share: one restart of the
+// job and of each replica, in attempt 2, worker-1's exit code and the others' reason (other),
+// the second life's all-reduce and T9K_ATTEMPT, and the barrier by the ranks' own stamps.
+func (r *ddpRun) check(t *testing.T, ns, other string) *batch.GenericJob {
+	t.Helper()
+	done := waitGenericPhase(t, ns, r.job.Name, batch.JobSucceeded)
 	if done.Status.Restarts != 1 || done.Status.Attempt != 2 {
-		t.Errorf("status.restarts %d, attempt %d; want 1 and 2: the job restarted once", done.Status.Restarts, done.Status.Attempt)
+		t.Errorf("%s: status.restarts %d, attempt %d; want 1 and 2: the job restarted once", r.job.Name, done.Status.Restarts, done.Status.Attempt)
 	}
-	first, second := map[types.UID]string{}, map[types.UID]string{}
-	for i := range 3 {
-		name := fmt.Sprintf("ddp-worker-%d", i)
+	for i, name := range r.names {
 		rs := replicaStatusOf(done, name)
 		if rs.RestartCount != 1 || rs.Phase != batch.ReplicaSucceeded || rs.LastTermination == nil {
 			t.Errorf("%s: %+v, want Succeeded, restarted once", name, rs)
 			continue
 		}
-		first[rs.LastTermination.UID], second[rs.UID] = name, name
 		code := int32(-1)
 		if cs := rs.LastTermination.Containers; len(cs) > 0 && cs[0].ExitCode != nil {
 			code = *cs[0].ExitCode
@@ -121,8 +208,8 @@ func TestRealWholeJobRestart(t *testing.T) {
 		switch {
 		case i == 1 && code != 1:
 			t.Errorf("%s's first life ended with %d, want its exit 1", name, code)
-		case i != 1 && rs.LastTermination.Reason != "RestartedWithJob":
-			t.Errorf("%s's first life: %+v, want it deleted with the job (RestartedWithJob)", name, rs.LastTermination)
+		case i != 1 && rs.LastTermination.Reason != other:
+			t.Errorf("%s's first life: %+v, want it ended with the job (%s)", name, rs.LastTermination, other)
 		}
 		if rs.LastTermination.Attempt != 1 {
 			t.Errorf("%s's first life is recorded in attempt %d, want 1", name, rs.LastTermination.Attempt)
@@ -136,25 +223,58 @@ func TestRealWholeJobRestart(t *testing.T) {
 			t.Errorf("%s's second life was not told its attempt (T9K_ATTEMPT 2):\n%s", name, log)
 		}
 	}
+	lastAlive, firstStart := 0.0, math.Inf(1)
+	for rank := range 3 {
+		lastAlive = max(lastAlive, r.stamp(t, fmt.Sprintf("alive-1-%d", rank)))
+		firstStart = min(firstStart, r.stamp(t, fmt.Sprintf("start-2-%d", rank)))
+	}
+	if !(lastAlive < firstStart) {
+		t.Errorf("%s: a rank of attempt 1 was alive at %.3f, after a rank of attempt 2 started at %.3f", r.job.Name, lastAlive, firstStart)
+	}
+	t.Logf("%s: the last rank of attempt 1 was last seen alive %.2fs before the first of attempt 2 started", r.job.Name, firstStart-lastAlive)
+	return done
+}
 
-	// The barrier: in the API server's order of events, no pod of the second life was
-	// created before every pod of the first was gone.
-	lastGone, firstMade := -1, -1
-	for i, e := range events() {
-		switch {
-		case e.kind == watch.Deleted && first[e.uid] != "":
-			lastGone = i
-		case e.kind == watch.Added && second[e.uid] != "" && firstMade < 0:
-			firstMade = i
+// recovery is the time from rank 1's exit to the start of the last rank of attempt 2, by the
+// ranks' own clocks.
+func (r *ddpRun) recovery(t *testing.T) time.Duration {
+	last := 0.0
+	for rank := range 3 {
+		last = max(last, r.stamp(t, fmt.Sprintf("start-2-%d", rank)))
+	}
+	return time.Duration((last - r.stamp(t, "exit-1-1")) * float64(time.Second))
+}
+
+// stamp is the time a rank wrote to a file of the job's directory, in seconds since the epoch.
+func (r *ddpRun) stamp(t *testing.T, file string) float64 {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(r.dir, file))
+	if err != nil {
+		t.Fatalf("%s: %v", r.job.Name, err)
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(string(data)), 64)
+	if err != nil {
+		t.Fatalf("%s: %s: %v", r.job.Name, file, err)
+	}
+	return v
+}
+
+// podsByName are a job's pods, by name, once n of them have an address and are not being deleted.
+func podsByName(t *testing.T, ns, job string, n int) map[string]*corev1.Pod {
+	t.Helper()
+	var pods map[string]*corev1.Pod
+	waitReal(t, fmt.Sprintf("%d pods of %s with addresses", n, job), func(ctx context.Context) (bool, error) {
+		list, err := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: batch.LabelJobName + "=" + job})
+		if err != nil {
+			return false, err
 		}
-	}
-	if lastGone < 0 || firstMade < 0 || firstMade < lastGone {
-		t.Fatalf("pod events: the first new pod at %d, the last old one gone at %d; want every old pod gone first:\n%v", firstMade, lastGone, events())
-	}
-	all := events()
-	t.Logf("the last old pod was gone %.1fs after the first pod was made; the first new pod %.1fs after that",
-		all[lastGone].at.Sub(all[0].at).Seconds(), all[firstMade].at.Sub(all[lastGone].at).Seconds())
-	if ev, ok := eventsSaying(t, ns, job.Name, "RestartingJob: Restarting every replica together as attempt 2 (spec.restartScope: Job): ddp-worker-1 failed with exit code 1."); !ok {
-		t.Errorf("no RestartingJob event naming worker-1:\n%s", ev)
-	}
+		pods = map[string]*corev1.Pod{}
+		for i := range list.Items {
+			if p := &list.Items[i]; p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+				pods[p.Name] = p
+			}
+		}
+		return len(pods) == n, nil
+	})
+	return pods
 }

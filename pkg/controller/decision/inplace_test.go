@@ -177,6 +177,35 @@ func TestRestartInPlace(t *testing.T) {
 	}
 }
 
+// A controller that stopped after the status that restarts the job in place, and after
+// writing the attempt to one pod of two, finishes the restart when it comes back: the other
+// pod's attempt is written, nothing is counted again.
+func TestRestartInPlaceFinishedAfterACrash(t *testing.T) {
+	plan := inPlacePlan()
+	plan.Groups[0].Replicas = 2
+	status := running("0", "1")
+	status.Attempt = 1
+	pods := []*corev1.Pod{ipPod("job-worker-0", "0", 1, 1, 0, 0, ipRunning), ipPod("job-worker-1", "1", 1, 1, 0, 0, ipFailing)}
+	restarted := mustDecide(t, testJob(status), plan, Children{Pods: pods}, nil, now).Status
+
+	pods = []*corev1.Pod{ipPod("job-worker-0", "0", 1, 1, 0, 0, ipRunning), ipPod("job-worker-1", "1", 2, 1, 1, 0, ipHeld)}
+	d := mustDecide(t, testJob(*restarted), plan, Children{Pods: pods}, nil, now)
+	if d.Status.Attempt != 2 || d.Status.Restarts != 1 || d.JobRestart != "" {
+		t.Fatalf("attempt %d, restarts %d, restart %q: want attempt 2, one restart, none begun again", d.Status.Attempt, d.Status.Restarts, d.JobRestart)
+	}
+	if len(d.RestartPods) != 1 || d.RestartPods[0].Pod.Name != "job-worker-0" || len(d.DeletePods)+len(d.CreatePods)+len(d.ReleasePods) != 0 {
+		t.Fatalf("restarted %d, deleted %v, created %v, released %d: want worker-0's attempt written, nothing else",
+			len(d.RestartPods), names(d.DeletePods), names(d.CreatePods), len(d.ReleasePods))
+	}
+	for _, task := range d.Status.Tasks {
+		for _, r := range task.Replicas {
+			if r.RestartCount != 1 {
+				t.Errorf("%s: %d restarts, want 1", r.Name, r.RestartCount)
+			}
+		}
+	}
+}
+
 // A pod whose failure the controller did not see as it happened is held: its agent restarted
 // since the attempt was released while nothing runs. It is read as failed, with the
 // kubelet's exit code, and the job restarts.

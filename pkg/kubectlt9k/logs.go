@@ -60,7 +60,8 @@ func (o *Options) Logs(ctx context.Context, ref string, opts LogOptions) error {
 		return err
 	}
 	if len(pods.Items) == 0 && opts.Attempt != 0 && opts.Attempt < j.JobStatus().Attempt {
-		return fmt.Errorf("%s/%s has no pods of attempt %d%s left: a whole-job restart deletes the pods of the attempt it ends, and their logs with them; "+
+		return fmt.Errorf("%s/%s has no pods of attempt %d%s left: a whole-job restart deletes the pods of the attempt it ends, or in place "+
+			"(spec.restartStrategy: InPlace) the kubelet removes their containers, and their logs with them; "+
 			"read them from the cluster's log collector (docs/lifecycle.md, \"Attempts\")", strings.ToLower(j.Kind.Name), j.GetName(), opts.Attempt, which(opts))
 	}
 	if len(pods.Items) == 0 {

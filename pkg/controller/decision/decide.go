@@ -125,6 +125,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	for _, p := range children.Pods {
 		if inPlacePod(p) {
 			x.inPlaceReal[p.Name] = p
+			x.inPlaceOrder = append(x.inPlaceOrder, p)
 		}
 	}
 	// Pods that restart in place, as the policies read them (inplace.go).
@@ -363,10 +364,12 @@ type decider struct {
 	paused     bool
 	unadmitted bool
 	// inPlaceReal are the job's pods that restart in place, by name, as they are (the
-	// policies may read one as failed: presentInPlace); noAgent: the job asks to restart in
-	// place, but no node could take its pods with the agent (inplace.go).
-	inPlaceReal map[string]*corev1.Pod
-	noAgent     bool
+	// policies may read one as failed: presentInPlace), and inPlaceOrder the same in the
+	// children's order; noAgent: the job asks to restart in place, but no node could take its
+	// pods with the agent (inplace.go).
+	inPlaceReal  map[string]*corev1.Pod
+	inPlaceOrder []*corev1.Pod
+	noAgent      bool
 }
 
 // currentAttempt is the job's attempt as its status says: a job's first life, or one whose

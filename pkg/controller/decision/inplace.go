@@ -402,7 +402,7 @@ func (x *decider) keepInPlace(d *Decision, hidden map[string]*corev1.Pod) (fallb
 	}
 	d.CreatePods = create
 	if x.finished {
-		for _, real := range x.inPlaceReal {
+		for _, real := range x.inPlaceOrder {
 			if !inPlacePod(real) || len(Unlisted([]*corev1.Pod{real}, d.DeletePods)) == 0 {
 				continue
 			}

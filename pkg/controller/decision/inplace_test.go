@@ -206,6 +206,30 @@ func TestRestartInPlaceFinishedAfterACrash(t *testing.T) {
 	}
 }
 
+// A pod lost during an in-place restart (its node went, it was evicted) is made again, and
+// released with the pods that restarted in place: the others keep theirs.
+func TestPodLostDuringInPlaceRestart(t *testing.T) {
+	plan := inPlacePlan()
+	plan.Groups[0].Replicas = 2
+	status := running("0", "1")
+	status.Attempt = 1
+	pods := []*corev1.Pod{ipPod("job-worker-0", "0", 1, 1, 0, 0, ipFailing), ipPod("job-worker-1", "1", 1, 1, 0, 0, ipRunning)}
+	restarted := mustDecide(t, testJob(status), plan, Children{Pods: pods}, nil, now).Status
+
+	// worker-1's pod is gone before it was down; worker-0's is down.
+	down := []*corev1.Pod{ipPod("job-worker-0", "0", 2, 1, 1, 0, ipHeld)}
+	d := mustDecide(t, testJob(*restarted), plan, Children{Pods: down}, nil, now)
+	if len(d.ReleasePods) != 1 || d.ReleasePods[0].Pod.Name != "job-worker-0" || len(d.CreatePods) != 1 || d.CreatePods[0].Name != "job-worker-1" {
+		t.Fatalf("released %d, created %v: want worker-0 released, worker-1 made again", len(d.ReleasePods), names(d.CreatePods))
+	}
+	if got := d.CreatePods[0].Annotations[batch.AnnotationReleasedAttempt]; got != "2" || d.CreatePods[0].Labels[batch.LabelAttempt] != "2" {
+		t.Errorf("the new pod: attempt %q released %q, want 2 and 2", d.CreatePods[0].Labels[batch.LabelAttempt], got)
+	}
+	if d.Status.Restarts != 1 || len(d.Disrupted) != 0 {
+		t.Errorf("restarts %d, disrupted %v: want the one restart, no disruption of a pod the restart was taking", d.Status.Restarts, d.Disrupted)
+	}
+}
+
 // A pod whose failure the controller did not see as it happened is held: its agent restarted
 // since the attempt was released while nothing runs. It is read as failed, with the
 // kubelet's exit code, and the job restarts.

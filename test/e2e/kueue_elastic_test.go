@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -63,8 +62,9 @@ func TestKueueElasticJob(t *testing.T) {
 	if rp := wl.Status.ReclaimablePods; len(rp) != 1 || rp[0].Name != "worker" || rp[0].Count != 3 {
 		t.Errorf("reclaimable pods %+v, want worker: 3 (of the pod set's 4, 1 runs)", rp)
 	}
-	if !strings.Contains(eventsOf(t, ns, elastic.Name), "Resized worker from 2 to 1 replicas") {
-		t.Errorf("no Resized event for the shrink:\n%s", eventsOf(t, ns, elastic.Name))
+	// Events are written after the status that shows what they tell: waited for.
+	if events, ok := eventsSaying(t, ns, elastic.Name, "Resized worker from 2 to 1 replicas"); !ok {
+		t.Errorf("no Resized event for the shrink:\n%s", events)
 	}
 
 	if out, err := kubectl("scale", "-n", ns, "gj/elastic", "--replicas=4"); err != nil {

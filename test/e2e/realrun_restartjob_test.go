@@ -70,7 +70,7 @@ func watchPods(t *testing.T, ns string) func() []podEvent {
 // is made, in the API server's order of events; their ranks, Python as pid 1 of the container
 // waiting for rank 1 in the rendezvous, ignore the kubelet's SIGTERM and end at its SIGKILL,
 // after the pods' grace period (30 s). In place, every pod keeps its UID, node and address,
-// each container restarts once, and the kubelet stops the old containers within its own
+// the gang's PodGroup stays, each container restarts once, and the kubelet stops the old containers within its own
 // grace of 2 s: the time from rank 1's exit to every rank running again is reported for both,
 // and in place takes at most half of recreating.
 func TestRealWholeJobRestart(t *testing.T) {
@@ -88,9 +88,15 @@ func TestRealWholeJobRestart(t *testing.T) {
 	}
 	events := watchPods(t, ns)
 	recreate, inPlace := ddpJob(t, ns, "ddp", batch.RestartRecreate), ddpJob(t, ns, "ddp-in-place", batch.RestartInPlace)
+	// In place, a gang's PodGroup stays as it is: its pods stay.
+	inPlace.job.Spec.Scheduling = &batch.SchedulingConfiguration{SchedulingPolicy: &batch.PodGroupSchedulingPolicy{Gang: &batch.GangSchedulingPolicy{MinCount: ptr.To[int32](3)}}}
 	createJob(t, ns, recreate.job)
 	createJob(t, ns, inPlace.job)
 	before := podsByName(t, ns, inPlace.job.Name, 3)
+	group, err := env.kube.SchedulingV1beta1().PodGroups(ns).Get(ctx, "genericjob-"+inPlace.job.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	recreated := recreate.check(t, ns, "RestartedWithJob")
 	kept := inPlace.check(t, ns, "RestartedWithJob")
 
@@ -140,6 +146,9 @@ func TestRealWholeJobRestart(t *testing.T) {
 	}
 	if ev, ok := eventsSaying(t, ns, inPlace.job.Name, "RestartingInPlace: Restarting pods in place for attempt 2", "Released: Every pod's attempt 1 is down"); !ok {
 		t.Errorf("no RestartingInPlace and Released events:\n%s", ev)
+	}
+	if pg, err := env.kube.SchedulingV1beta1().PodGroups(ns).Get(ctx, group.Name, metav1.GetOptions{}); err != nil || pg.UID != group.UID || pg.DeletionTimestamp != nil {
+		t.Errorf("the gang's PodGroup after the restart: %v, %+v; want %s kept", err, pg, group.UID)
 	}
 
 	slow, fast := recreate.recovery(t), inPlace.recovery(t)

@@ -66,6 +66,9 @@ type Controller struct {
 	// endSeen holds, per pod UID, when the pod was first seen ended: restart backoffs count
 	// from there (a container's finishedAt has one-second resolution).
 	endSeen sync.Map // types.UID -> time.Time
+	// inPlaceWritten holds, per pod UID, the attempts last written to a pod that restarts in
+	// place, until the pod goes (inplace.go).
+	inPlaceWritten sync.Map // types.UID -> inPlaceWrite
 	// gone holds, per job, the last state of its disrupted pods, for the syncs that find
 	// them gone (gone.go); shared by the controllers of one Informers.
 	gone *goneMemory

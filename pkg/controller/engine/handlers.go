@@ -177,6 +177,7 @@ func (c *Controller) childDeleted(k *ChildKind, obj any) {
 		return
 	}
 	c.endSeen.Delete(o.GetUID())
+	c.inPlaceWritten.Delete(o.GetUID())
 	if key, ok := c.ownerKey(o); ok {
 		c.rememberGone(obj)
 		c.expect.DeletionObserved(expectKey(key, k), o.GetUID())

@@ -34,14 +34,21 @@ func (c *Controller) planInPlace(job Job, plan *Plan) {
 func (c *Controller) restartInPlace(ctx context.Context, job Job, d *Decision) error {
 	var restarted, released []string
 	for _, r := range d.RestartPods {
+		if c.writtenInPlace(r.Pod.UID, func(w inPlaceWrite) bool { return w.label == r.Attempt }) {
+			continue
+		}
 		meta := map[string]any{"uid": r.Pod.UID, "labels": map[string]string{batch.LabelAttempt: strconv.Itoa(int(r.Attempt))},
 			"annotations": map[string]string{batch.AnnotationRestartedAt: c.now().UTC().Format(time.RFC3339)}}
 		if err := c.patchPod(ctx, r.Pod, meta); err != nil {
 			return err
 		}
+		c.noteInPlace(r.Pod.UID, func(w *inPlaceWrite) { w.label = r.Attempt })
 		restarted = append(restarted, r.Pod.Name)
 	}
 	for _, r := range d.ReleasePods {
+		if c.writtenInPlace(r.Pod.UID, func(w inPlaceWrite) bool { return w.released == r.Attempt }) {
+			continue
+		}
 		meta := map[string]any{"uid": r.Pod.UID, "annotations": map[string]string{
 			batch.AnnotationReleasedAttempt: strconv.Itoa(int(r.Attempt)),
 			batch.AnnotationAgentRestarts:   strconv.Itoa(int(r.AgentRestarts)),
@@ -49,6 +56,7 @@ func (c *Controller) restartInPlace(ctx context.Context, job Job, d *Decision) e
 		if err := c.patchPod(ctx, r.Pod, meta); err != nil {
 			return err
 		}
+		c.noteInPlace(r.Pod.UID, func(w *inPlaceWrite) { w.released = r.Attempt })
 		released = append(released, r.Pod.Name)
 	}
 	if len(restarted) > 0 {
@@ -58,6 +66,35 @@ func (c *Controller) restartInPlace(ctx context.Context, job Job, d *Decision) e
 		c.recorder.Eventf(job, corev1.EventTypeNormal, "Released", "Every pod's attempt %d is down: pods %s run attempt %d", d.Status.Attempt-1, strings.Join(released, ", "), d.Status.Attempt)
 	}
 	return nil
+}
+
+// inPlaceWrite is what the controller last wrote to a pod that restarts in place: the attempt
+// of its label, the attempt released, and when. A sync on a cache that has not shown the
+// write yet would ask for it again; within inPlaceWriteTTL it is not sent twice (nor its
+// event told twice). Past it the write goes again: idempotent, should the first have been
+// lost with its pod's replacement.
+type inPlaceWrite struct {
+	label, released int32
+	at              time.Time
+}
+
+const inPlaceWriteTTL = 30 * time.Second
+
+// writtenInPlace reports whether the pod was written what same checks, within the TTL.
+func (c *Controller) writtenInPlace(uid types.UID, same func(inPlaceWrite) bool) bool {
+	v, ok := c.inPlaceWritten.Load(uid)
+	return ok && same(v.(inPlaceWrite)) && c.now().Sub(v.(inPlaceWrite).at) < inPlaceWriteTTL
+}
+
+// noteInPlace records a write to a pod that restarts in place.
+func (c *Controller) noteInPlace(uid types.UID, set func(*inPlaceWrite)) {
+	w := inPlaceWrite{}
+	if v, ok := c.inPlaceWritten.Load(uid); ok {
+		w = v.(inPlaceWrite)
+	}
+	set(&w)
+	w.at = c.now()
+	c.inPlaceWritten.Store(uid, w)
 }
 
 // patchPod merges meta into a pod's metadata; a pod gone, or another of the same name (the

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision"
@@ -40,6 +41,15 @@ func TestRestartInPlaceWritesAttempts(t *testing.T) {
 	got, _ = kube.CoreV1().Pods("ns").Get(context.Background(), p.Name, metav1.GetOptions{})
 	if got.Annotations[batch.AnnotationReleasedAttempt] != "2" || got.Annotations[batch.AnnotationAgentRestarts] != "3" {
 		t.Fatalf("annotations %v: want attempt 2 released at 3 agent restarts", got.Annotations)
+	}
+	// Asked again by a sync on a cache that has not shown the writes yet: nothing is sent.
+	kube.(*kubefake.Clientset).ClearActions()
+	d = &Decision{Status: &batch.JobStatus{Attempt: 2}, RestartPods: []decision.PodRestart{{Pod: p, Attempt: 2}}, ReleasePods: []decision.PodRelease{{Pod: p, Attempt: 2}}}
+	if err := s.c.restartInPlace(context.Background(), job, d); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(kube.(*kubefake.Clientset).Actions()); n != 0 {
+		t.Errorf("%d writes for attempts written a moment ago, want none", n)
 	}
 	// A pod already gone needs nothing.
 	gone := p.DeepCopy()

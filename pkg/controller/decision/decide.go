@@ -186,6 +186,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 		var remade []*corev1.Pod
 		remade, d.InPlaceUnplaced = x.unplacedWithAgent(all)
 		d.DeletePods = append(d.DeletePods, remade...)
+		x.noAgent = x.noAgent || len(remade) > 0 // what the job knows from now on, as its condition will say
 	}
 
 	// 5. The outcome: the deadline (deadlines.go), a rule or a stall that fails the job, the

@@ -311,8 +311,8 @@ const unfitFeatures = "didn't match Pod's required features"
 
 // unplacedWithAgent finds the pods with the agent that the scheduler cannot place because
 // nodes lack the feature their restart rules need: they are made again without the agent
-// (noAgent from then on, the InPlaceUnavailable condition), as their replicas never ran,
-// nothing counted. It returns them and their names.
+// (Decide makes the job's pods so from then on, and the InPlaceUnavailable condition says
+// it), as their replicas never ran, nothing counted. It returns them and their names.
 func (x *decider) unplacedWithAgent(all []*replica) (remade []*corev1.Pod, names []string) {
 	if x.plan.InPlace == nil {
 		return nil, nil
@@ -327,7 +327,6 @@ func (x *decider) unplacedWithAgent(all []*replica) (remade []*corev1.Pod, names
 				r.status.Phase, r.view = batch.ReplicaDeleted, Replica{Phase: batch.ReplicaDeleted}
 				remade = append(remade, p)
 				names = append(names, p.Name)
-				x.noAgent = true
 				break
 			}
 		}

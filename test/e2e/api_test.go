@@ -174,6 +174,8 @@ func TestExplain(t *testing.T) {
 		"genericjob.spec.ttlSecondsAfterFinished":          "deletes the job, with its pods, Services and other children",
 		"mpijob.spec.startupDeadlineSeconds":               "fails the job (reason StartupDeadlineExceeded)",
 		"tensorflowtrainingjob.spec.restartScope":          "Job deletes every replica of the job and creates them again together",
+		"mpijob.spec.restartStrategy":                      "InPlace restarts every container of each pod on its node",
+		"genericjob.status.conditions.type":                "Stalled or InPlaceUnavailable",
 		"xgboosttrainingjob.status.completionTime":         "CompletionTime is when the job finished",
 		"colossalaijob.status.tasks.replicas.disruptions":  "replaced because they were disrupted",
 		"genericjob.status.tasks.replicas.lastTermination": "Disrupted",

@@ -121,11 +121,13 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 			prevByName[r.Name] = r
 		}
 	}
-	x.inPlaceReal = map[string]*corev1.Pod{}
-	for _, p := range children.Pods {
-		if inPlacePod(p) {
-			x.inPlaceReal[p.Name] = p
-			x.inPlaceOrder = append(x.inPlaceOrder, p)
+	if plan.InPlace != nil {
+		x.inPlaceReal = map[string]*corev1.Pod{}
+		for _, p := range children.Pods {
+			if inPlacePod(p) {
+				x.inPlaceReal[p.Name] = p
+				x.inPlaceOrder = append(x.inPlaceOrder, p)
+			}
 		}
 	}
 	// Pods that restart in place, as the policies read them (inplace.go).

@@ -134,11 +134,17 @@ func (m *goneMemory) forgetJob(job types.UID) {
 // rememberDisrupted keeps the state of a pod of a job (a child's, as TrimChild keeps it)
 // if it is disrupted.
 func (m *goneMemory) rememberDisrupted(obj any, now time.Time) {
-	if cached, ok := obj.(*CachedPod); ok && cached.Disruption == nil {
-		return // most pods: not made into a Pod to be looked at
+	m.rememberIf(obj, now, func(c *CachedPod) bool { return c.Disruption != nil }, decision.Disrupted)
+}
+
+// rememberIf keeps the state of a pod of a job when keep says so of it. maybe tells from the
+// cached pod whether keep could: most pods are not made into a Pod to be looked at.
+func (m *goneMemory) rememberIf(obj any, now time.Time, maybe func(*CachedPod) bool, keep func(*corev1.Pod) bool) {
+	if cached, ok := obj.(*CachedPod); ok && !maybe(cached) {
+		return
 	}
 	pod := asPod(obj)
-	if pod == nil || !decision.Disrupted(pod) {
+	if pod == nil || !keep(pod) {
 		return
 	}
 	if job := types.UID(pod.Labels[batch.LabelControllerUID]); job != "" {
@@ -179,16 +185,7 @@ func NewInformers(kube kubernetes.Interface, options ...informers.SharedInformer
 // it takes the failed container's exit code from here (decision/inplace.go). A pod's later
 // failure replaces its earlier one; the memory goes with the job, or after goneTTL.
 func (m *goneMemory) rememberFailing(obj any, now time.Time) {
-	if cached, ok := obj.(*CachedPod); ok && cached.Rare == nil {
-		return // most pods: not made into a Pod to be looked at
-	}
-	pod := asPod(obj)
-	if pod == nil || !decision.FailingInPlace(pod) {
-		return
-	}
-	if job := types.UID(pod.Labels[batch.LabelControllerUID]); job != "" {
-		m.remember(job, pod, now)
-	}
+	m.rememberIf(obj, now, func(c *CachedPod) bool { return c.Rare != nil }, decision.FailingInPlace)
 }
 
 // all returns every remembered pod of a job, by UID (nil: none).

@@ -123,8 +123,12 @@ func TestRun(t *testing.T) {
 	set("1", "1")
 	done, cancel := run()
 	defer cancel()
-	for probe(state) != 0 {
-		time.Sleep(time.Millisecond) // the agent polls: nothing to wait on but the file
+	deadline := time.Now().Add(10 * time.Second)
+	for probe(state) != 0 { // the agent polls: nothing to wait on but the file
+		if time.Now().After(deadline) {
+			t.Fatal("the startup probe never passed")
+		}
+		time.Sleep(time.Millisecond)
 	}
 	set("2", "1")
 	if code := <-done; code != 88 {

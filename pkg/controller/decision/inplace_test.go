@@ -181,15 +181,11 @@ func TestRestartInPlace(t *testing.T) {
 // writing the attempt to one pod of two, finishes the restart when it comes back: the other
 // pod's attempt is written, nothing is counted again.
 func TestRestartInPlaceFinishedAfterACrash(t *testing.T) {
-	plan := inPlacePlan()
-	plan.Groups[0].Replicas = 2
-	status := running("0", "1")
-	status.Attempt = 1
-	pods := []*corev1.Pod{ipPod("job-worker-0", "0", 1, 1, 0, 0, ipRunning), ipPod("job-worker-1", "1", 1, 1, 0, 0, ipFailing)}
-	restarted := mustDecide(t, testJob(status), plan, Children{Pods: pods}, nil, now).Status
+	plan, status := twoWorkersInPlace()
+	restarted := restartedBy(t, plan, status, 1)
 
-	pods = []*corev1.Pod{ipPod("job-worker-0", "0", 1, 1, 0, 0, ipRunning), ipPod("job-worker-1", "1", 2, 1, 1, 0, ipHeld)}
-	d := mustDecide(t, testJob(*restarted), plan, Children{Pods: pods}, nil, now)
+	pods := []*corev1.Pod{ipPod("job-worker-0", "0", 1, 1, 0, 0, ipRunning), ipPod("job-worker-1", "1", 2, 1, 1, 0, ipHeld)}
+	d := mustDecide(t, testJob(restarted), plan, Children{Pods: pods}, nil, now)
 	if d.Status.Attempt != 2 || d.Status.Restarts != 1 || d.JobRestart != "" {
 		t.Fatalf("attempt %d, restarts %d, restart %q: want attempt 2, one restart, none begun again", d.Status.Attempt, d.Status.Restarts, d.JobRestart)
 	}
@@ -209,16 +205,12 @@ func TestRestartInPlaceFinishedAfterACrash(t *testing.T) {
 // A pod lost during an in-place restart (its node went, it was evicted) is made again, and
 // released with the pods that restarted in place: the others keep theirs.
 func TestPodLostDuringInPlaceRestart(t *testing.T) {
-	plan := inPlacePlan()
-	plan.Groups[0].Replicas = 2
-	status := running("0", "1")
-	status.Attempt = 1
-	pods := []*corev1.Pod{ipPod("job-worker-0", "0", 1, 1, 0, 0, ipFailing), ipPod("job-worker-1", "1", 1, 1, 0, 0, ipRunning)}
-	restarted := mustDecide(t, testJob(status), plan, Children{Pods: pods}, nil, now).Status
+	plan, status := twoWorkersInPlace()
+	restarted := restartedBy(t, plan, status, 0)
 
 	// worker-1's pod is gone before it was down; worker-0's is down.
 	down := []*corev1.Pod{ipPod("job-worker-0", "0", 2, 1, 1, 0, ipHeld)}
-	d := mustDecide(t, testJob(*restarted), plan, Children{Pods: down}, nil, now)
+	d := mustDecide(t, testJob(restarted), plan, Children{Pods: down}, nil, now)
 	if len(d.ReleasePods) != 1 || d.ReleasePods[0].Pod.Name != "job-worker-0" || len(d.CreatePods) != 1 || d.CreatePods[0].Name != "job-worker-1" {
 		t.Fatalf("released %d, created %v: want worker-0 released, worker-1 made again", len(d.ReleasePods), names(d.CreatePods))
 	}
@@ -234,10 +226,7 @@ func TestPodLostDuringInPlaceRestart(t *testing.T) {
 // since the attempt was released while nothing runs. It is read as failed, with the
 // kubelet's exit code, and the job restarts.
 func TestHeldPodIsAFailure(t *testing.T) {
-	status := running("0", "1")
-	status.Attempt = 1
-	plan := inPlacePlan()
-	plan.Groups[0].Replicas = 2
+	plan, status := twoWorkersInPlace()
 	pods := []*corev1.Pod{ipPod("job-worker-0", "0", 1, 1, 0, 0, ipRunning), ipPod("job-worker-1", "1", 1, 1, 1, 0, ipHeld)}
 	d := mustDecide(t, testJob(status), plan, Children{Pods: pods}, nil, now)
 	if d.Status.Attempt != 2 || len(d.RestartPods) != 2 {
@@ -267,6 +256,24 @@ func TestHeldPodIsAFailure(t *testing.T) {
 	if d := mustDecide(t, testJob(status), plan, Children{Pods: pods}, nil, now); d.JobRestart != "" || len(d.RestartPods) != 0 {
 		t.Fatalf("a pod just released: restart %q, restarted %d; want none", d.JobRestart, len(d.RestartPods))
 	}
+}
+
+// twoWorkersInPlace is a job of two workers that restart in place, running its attempt 1.
+func twoWorkersInPlace() (*Plan, batch.JobStatus) {
+	plan := inPlacePlan()
+	plan.Groups[0].Replicas = 2
+	status := running("0", "1")
+	status.Attempt = 1
+	return plan, status
+}
+
+// restartedBy is the status of the decision that restarts such a job in place, worker rank
+// having failed and the other running.
+func restartedBy(t *testing.T, plan *Plan, status batch.JobStatus, rank int) batch.JobStatus {
+	t.Helper()
+	pods := []*corev1.Pod{ipPod("job-worker-0", "0", 1, 1, 0, 0, ipRunning), ipPod("job-worker-1", "1", 1, 1, 0, 0, ipRunning)}
+	pods[rank] = ipPod(pods[rank].Name, pods[rank].UID, 1, 1, 0, 0, ipFailing)
+	return *mustDecide(t, testJob(status), plan, Children{Pods: pods}, nil, now).Status
 }
 
 // A pod with the agent that no node can take (kube-scheduler's NodeDeclaredFeatures filter:
@@ -311,15 +318,11 @@ func TestUnplacedWithAgentMadeWithout(t *testing.T) {
 // A pod restarted in place whose containers do not stop within the grace (a kubelet that does
 // not restart them after all) is deleted and made again, and the decision says why.
 func TestInPlaceFallsBackToRecreate(t *testing.T) {
-	status := running("0", "1")
-	status.Attempt = 1
-	plan := inPlacePlan()
-	plan.Groups[0].Replicas = 2
-	pods := []*corev1.Pod{ipPod("job-worker-0", "0", 1, 1, 0, 0, ipRunning), ipPod("job-worker-1", "1", 1, 1, 0, 0, ipFailing)}
-	status = *mustDecide(t, testJob(status), plan, Children{Pods: pods}, nil, now).Status
+	plan, status := twoWorkersInPlace()
+	status = restartedBy(t, plan, status, 1)
 	late := ipPod("job-worker-0", "0", 2, 1, 0, 0, ipRunning)
 	late.Annotations[batch.AnnotationRestartedAt] = now.Add(-InPlaceStopGrace / 2).Format(time.RFC3339)
-	pods = []*corev1.Pod{late, ipPod("job-worker-1", "1", 2, 1, 2, 0, ipHeld)}
+	pods := []*corev1.Pod{late, ipPod("job-worker-1", "1", 2, 1, 2, 0, ipHeld)}
 	d := mustDecide(t, testJob(status), plan, Children{Pods: pods}, nil, now)
 	if len(d.DeletePods) != 0 || d.RequeueAfter <= 0 || d.RequeueAfter > InPlaceStopGrace/2 {
 		t.Fatalf("within the grace: deleted %v, requeue after %s; want nothing deleted, a look at the grace's end", names(d.DeletePods), d.RequeueAfter)
@@ -334,9 +337,7 @@ func TestInPlaceFallsBackToRecreate(t *testing.T) {
 // A job that ends deletes its pods held after a failure, whatever its clean-up policy: they
 // run nothing and hold their node's resources.
 func TestEndedJobDeletesHeldPods(t *testing.T) {
-	status := running("0", "1")
-	status.Attempt = 1
-	plan := inPlacePlan()
+	plan, status := twoWorkersInPlace()
 	plan.Groups[0] = workers(2, batch.RestartNever, nil)
 	plan.CleanUp = batch.CleanUpNone
 	pods := []*corev1.Pod{ipPod("job-worker-0", "0", 1, 1, 0, 0, ipRunning), ipPod("job-worker-1", "1", 1, 1, 1, 0, ipHeld)}

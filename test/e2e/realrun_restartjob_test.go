@@ -174,11 +174,7 @@ func ddpJob(t *testing.T, ns, name string, strategy batch.RestartStrategy) *ddpR
 	r.RestartPolicy = &batch.GenericRestartPolicy{Policy: batch.RestartOnFailure, Limit: ptr.To[int32](1)}
 	c := &r.Template.Spec.Containers[0]
 	c.Name = "worker"
-	c.Command = []string{"sh", "-c", `s=/stamps; a=$T9K_ATTEMPT; date +%s.%N > $s/start-$a-$RANK
-(while :; do date +%s.%N > $s/.alive-$a-$RANK && mv $s/.alive-$a-$RANK $s/alive-$a-$RANK; sleep 0.1; done) &
-echo "rank $RANK attempt $a"
-if [ "$RANK" = 1 ] && [ "$a" = 1 ]; then sleep 3; date +%s.%N > $s/exit-1-1; echo "rank 1: first life, exit 1"; exit 1; fi
-exec /usr/bin/python3 /scripts/allreduce.py`}
+	c.Command = []string{"sh", "-c", ddpRank}
 	c.Env = []corev1.EnvVar{{Name: "RANK", Value: "$(rank)"}, {Name: "WORLD_SIZE", Value: "$(replicas[worker])"},
 		{Name: "MASTER_ADDR", Value: "$(service.worker[0].host)"}, {Name: "MASTER_PORT", Value: "$(service.port[torch])"}}
 	c.VolumeMounts = []corev1.VolumeMount{{Name: "scripts", MountPath: "/scripts"}, {Name: "stamps", MountPath: "/stamps"}}
@@ -194,6 +190,14 @@ exec /usr/bin/python3 /scripts/allreduce.py`}
 	}}
 	return &ddpRun{job: job, dir: dir, names: []string{name + "-worker-0", name + "-worker-1", name + "-worker-2"}}
 }
+
+// ddpRank is what each rank of a ddpRun runs, given RANK: it stamps its start and, every
+// 100 ms, that it is alive; rank 1 exits 1 in its first life; then the all-reduce.
+const ddpRank = `s=/stamps; a=$T9K_ATTEMPT; date +%s.%N > $s/start-$a-$RANK
+(while :; do date +%s.%N > $s/.alive-$a-$RANK && mv $s/.alive-$a-$RANK $s/alive-$a-$RANK; sleep 0.1; done) &
+echo "rank $RANK attempt $a"
+if [ "$RANK" = 1 ] && [ "$a" = 1 ]; then sleep 3; date +%s.%N > $s/exit-1-1; echo "rank 1: first life, exit 1"; exit 1; fi
+exec /usr/bin/python3 /scripts/allreduce.py`
 
 // check waits for the job to succeed and checks what both strategies share: one restart of the
 // job and of each replica, in attempt 2, worker-1's exit code and the others' reason (other),
@@ -232,6 +236,14 @@ func (r *ddpRun) check(t *testing.T, ns, other string) *batch.GenericJob {
 			t.Errorf("%s's second life was not told its attempt (T9K_ATTEMPT 2):\n%s", name, log)
 		}
 	}
+	r.checkBarrier(t)
+	return done
+}
+
+// checkBarrier checks, by the ranks' own stamps, that no rank of attempt 2 started before the
+// last rank of attempt 1 was last seen alive.
+func (r *ddpRun) checkBarrier(t *testing.T) {
+	t.Helper()
 	lastAlive, firstStart := 0.0, math.Inf(1)
 	for rank := range 3 {
 		lastAlive = max(lastAlive, r.stamp(t, fmt.Sprintf("alive-1-%d", rank)))
@@ -241,7 +253,6 @@ func (r *ddpRun) check(t *testing.T, ns, other string) *batch.GenericJob {
 		t.Errorf("%s: a rank of attempt 1 was alive at %.3f, after a rank of attempt 2 started at %.3f", r.job.Name, lastAlive, firstStart)
 	}
 	t.Logf("%s: the last rank of attempt 1 was last seen alive %.2fs before the first of attempt 2 started", r.job.Name, firstStart-lastAlive)
-	return done
 }
 
 // recovery is the time from rank 1's exit to the start of the last rank of attempt 2, by the

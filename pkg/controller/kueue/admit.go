@@ -21,6 +21,8 @@ type note struct {
 	state *state
 	// adopt is a prebuilt Workload to make the job's (prebuilt.go).
 	adopt *kueue.Workload
+	// grown is the slice the job asks for to grow its elastic type (nil: none).
+	grown *growth
 }
 
 // Admit puts a job that asks for a queue in it: its verdict is Kueue's, and the plan gets the
@@ -36,7 +38,8 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 		return nil, &engine.InvalidSpecError{Message: fmt.Sprintf("The cluster's Kueue admits jobs of at most %d replica types (%s), and this job has %d: run it outside Kueue's queues, or with fewer replica types.",
 			max, kueueVersionOfLimit(max), len(plan.Groups))}
 	}
-	wl := workloadOf(children.Objects)
+	workloads := chainOf(job, children.Objects)
+	wl := workloads.current
 	if name := prebuiltWorkload(job); name != "" {
 		return a.admitPrebuilt(job, plan, q, name, wl)
 	}
@@ -63,7 +66,7 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 	}
 	// A Workload goes only once the job's pods have: deleting it gives its quota back, which
 	// Kueue may then admit another job onto.
-	keep := engine.PlannedChild{Kind: WorkloadKind, Name: WorkloadName(job), Keep: true}
+	keep := engine.PlannedChild{Kind: WorkloadKind, Name: workloads.name(), Keep: true}
 	running := engine.AnyRunning(children.Pods)
 	if plan.Paused {
 		if wl != nil && running {
@@ -71,7 +74,7 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 		}
 		return verdict(wl, s, plan.Elastic), nil
 	}
-	obj, err := a.workloadObject(job, plan, q, wl)
+	obj, err := a.workloadObject(job, plan, q, wl, workloads.name(), nil)
 	var wait *waitError
 	switch {
 	case errors.As(err, &wait):
@@ -96,7 +99,51 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 		}
 	}
 	plan.Objects = append(plan.Objects, obj)
-	return verdict(wl, s, plan.Elastic), nil
+	if obj.Keep || !s.admitted {
+		return verdict(wl, s, plan.Elastic), nil
+	}
+	grown, err := a.grow(job, plan, q, workloads)
+	if err != nil {
+		return nil, err
+	}
+	v := verdict(wl, s, plan.Elastic)
+	v.Note.(*note).grown = grown
+	return v, nil
+}
+
+// grow plans the job's slices besides its current Workload, once that is admitted: those it
+// replaced, kept until Kueue has finished them, and a slice for the size of the elastic type
+// the job asks for, while that is more than the current Workload holds (slices.go). It
+// returns the slice asked for (nil: none).
+func (a *Admitter) grow(job engine.Job, plan *engine.Plan, q *request, c chain) (*growth, error) {
+	for _, old := range c.replaced {
+		plan.Objects = append(plan.Objects, engine.PlannedChild{Kind: WorkloadKind, Name: old.Name, Keep: true})
+	}
+	e := plan.Elastic
+	held, ok := elasticHeld(c.current, e)
+	if !ok {
+		return nil, nil
+	}
+	var size int32
+	for _, g := range plan.Groups {
+		if g.Type == e.Type {
+			size = g.Replicas
+		}
+	}
+	if size <= held {
+		return nil, nil
+	}
+	g := &growth{replaces: c.current, size: size}
+	if c.growing != nil && podSetCount(c.growing, podSetName(e.Type)) == size {
+		plan.Objects = append(plan.Objects, engine.PlannedChild{Kind: WorkloadKind, Name: c.growing.Name, Keep: true})
+		return g, nil
+	}
+	obj, err := a.workloadObject(job, plan, q, nil, c.nextName(), g)
+	if err != nil {
+		return nil, err
+	}
+	plan.Objects = append(plan.Objects, obj)
+	return g, nil
 }
 
 // verdict is Kueue's state as the engine takes it. An admitted job's elastic type (nil: none)

@@ -50,6 +50,7 @@ func (a *Admitter) Decided(ctx context.Context, job engine.Job, v *engine.Verdic
 		return a.adopt(ctx, job, n.adopt)
 	}
 	a.record(job, n, r)
+	a.recordSlices(job, n, r)
 	wl := n.wl
 	if wl == nil || wl.DeletionTimestamp != nil || slices.Contains(r.Decision.DeleteObjects, metav1.Object(wl)) {
 		return nil
@@ -66,7 +67,7 @@ func (a *Admitter) Ended(ctx context.Context, job engine.Job, r engine.Report) e
 	if !a.installed() {
 		return nil
 	}
-	wl := workloadOf(r.Children.Objects)
+	wl := chainOf(job, r.Children.Objects).current
 	if wl == nil || wl.DeletionTimestamp != nil {
 		return nil
 	}

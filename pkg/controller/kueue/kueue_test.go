@@ -920,7 +920,8 @@ func podNames(pods []corev1.Pod) string {
 }
 
 // A shrink of an admitted elastic job hands the removed pods' quota back to Kueue at once
-// (reclaimablePods), and the job does not grow past what it still holds.
+// (reclaimablePods), and the job runs no more than it still holds while the slice it asks
+// for the rest with waits (slices_test.go).
 func TestElasticShrinkReleasesQuota(t *testing.T) {
 	s := elasticQueueTest(t, 1)
 	s.Step(t)

@@ -31,7 +31,10 @@ func podSetName(replicaType string) string { return strings.ToLower(replicaType)
 // The priority is set when the Workload is made (current nil) and left out of its hash: from
 // then on Kueue owns it (it rewrites it when the class's value changes), as with its own
 // integrations. A missing priority class therefore only keeps a Workload from being made.
-func (a *Admitter) workloadObject(job engine.Job, plan *engine.Plan, q *request, current *kueue.Workload) (engine.PlannedChild, error) {
+//
+// name is the Workload's; grow, when set, makes it a slice that replaces another for a larger
+// size of the elastic type (slices.go).
+func (a *Admitter) workloadObject(job engine.Job, plan *engine.Plan, q *request, current *kueue.Workload, name string, grow *growth) (engine.PlannedChild, error) {
 	spec := kueue.WorkloadSpec{QueueName: q.localQueue}
 	topology := make([]*kueue.PodSetTopologyRequest, len(plan.Groups))
 	elastic := -1 // the pod set of the elastic type, if any
@@ -72,7 +75,7 @@ func (a *Admitter) workloadObject(job engine.Job, plan *engine.Plan, q *request,
 		value := class.Value
 		priority = &value
 	}
-	return engine.PlannedChild{Kind: WorkloadKind, Name: WorkloadName(job),
+	return engine.PlannedChild{Kind: WorkloadKind, Name: name,
 		Build: func(metav1.Object) (metav1.Object, error) {
 			return &kueue.Workload{Spec: *spec.DeepCopy()}, nil
 		},
@@ -94,6 +97,9 @@ func (a *Admitter) workloadObject(job engine.Job, plan *engine.Plan, q *request,
 				wl.Spec.PodSets[elastic].Count = plan.Groups[elastic].Replicas
 				if n := e.Min; n < plan.Groups[elastic].Replicas {
 					wl.Spec.PodSets[elastic].MinCount = &n
+				}
+				if grow != nil {
+					grow.annotate(wl, elastic)
 				}
 			}
 			wl.Labels[kueue.LabelJobUID] = string(job.GetUID())
@@ -135,16 +141,6 @@ func workloadChange(have, built *kueue.Workload) string {
 		return "pod templates changed"
 	}
 	return strings.Join(changes, " and its ")
-}
-
-// workloadOf is the job's Workload among its children (nil: none).
-func workloadOf(objects []metav1.Object) *kueue.Workload {
-	for _, o := range objects {
-		if wl, ok := o.(*kueue.Workload); ok {
-			return wl
-		}
-	}
-	return nil
 }
 
 // waitError is a reason a queued job cannot be queued yet that a person must fix: the job

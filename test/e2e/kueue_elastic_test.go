@@ -202,3 +202,70 @@ func TestKueueElasticChurn(t *testing.T) {
 	}
 	t.Logf("%d samples; the most CPUs the pods asked for at once: %g", samples, pods.mostCPUs())
 }
+
+// TestKueueElasticJobGrowsIntoFreedQuota: an elastic job asking for 4 workers, at least 2, in
+// a queue of 4 CPUs where another job holds 2, is admitted with 2 and asks at once for the
+// rest with a workload slice that replaces its Workload, which waits. Once the other job is
+// deleted, Kueue admits the slice for the 2 CPUs freed and finishes the old Workload: the job
+// grows to 4 by itself, its first two workers untouched, and lets the old Workload go. Kueue
+// then holds 4 CPUs for it in one Workload; scaled to 3, it holds 3.
+func TestKueueElasticJobGrowsIntoFreedQuota(t *testing.T) {
+	client := useKueue(t)
+	parallel(t)
+	ns := namespace(t)
+	queue := queueFor(t, ns, 4)
+	blocker := queuedJob("blocker", queue, 2, "1h")
+	createJob(t, ns, blocker)
+	waitJob(t, ns, blocker.Name, "running", inPhase(batch.JobRunning))
+	elastic := elasticQueuedJob("elastic", queue, 4, 2)
+	createJob(t, ns, elastic)
+	first := waitJob(t, ns, elastic.Name, "running 2 of 4 workers", runningWorkers(2))
+	uids := map[string]types.UID{}
+	for _, r := range first.Status.Tasks[0].Replicas {
+		uids[r.Name] = r.UID
+	}
+	var slice *kueue.Workload
+	waitFor(t, "a slice for 4 workers, waiting", jobTimeout, func(ctx context.Context) (bool, error) {
+		wl, err := client.KueueV1beta2().Workloads(ns).Get(ctx, "genericjob-elastic-2", metav1.GetOptions{})
+		slice = wl
+		return err == nil && wl.Spec.PodSets[0].Count == 4, nil
+	})
+	if a := slice.Annotations; a["kueue.x-k8s.io/elastic-job"] != "true" || a["kueue.x-k8s.io/workload-slice-replacement-for"] != ns+"/genericjob-elastic" {
+		t.Errorf("slice annotations %v: want it an elastic slice replacing %s/genericjob-elastic", a, ns)
+	}
+	if events, ok := eventsSaying(t, ns, elastic.Name, "Asked Kueue for worker at 4 replicas, with Workload genericjob-elastic-2 replacing genericjob-elastic: the job runs 2"); !ok {
+		t.Errorf("no Growing event:\n%s", events)
+	}
+
+	deleteJob(t, ns, blocker.Name)
+	grown := waitJob(t, ns, elastic.Name, "running 4 workers", runningWorkers(4))
+	for name, uid := range uids {
+		if r := replicaStatusOf(grown, name); r.UID != uid || r.RestartCount != 0 {
+			t.Errorf("%s: pod %s, %d restarts; want its first pod %s, not restarted", name, r.UID, r.RestartCount, uid)
+		}
+	}
+	if grown.Status.Restarts != 0 {
+		t.Errorf("status.restarts %d after growing, want 0", grown.Status.Restarts)
+	}
+	heldIs := func(cpus int32) {
+		t.Helper()
+		waitFor(t, fmt.Sprintf("Kueue holding %d CPUs for the job, in one Workload", cpus), jobTimeout, func(ctx context.Context) (bool, error) {
+			held, admitted, err := heldCPUs(ctx, client, ns)
+			return err == nil && held == cpus && admitted == 1, err
+		})
+	}
+	heldIs(4)
+	waitFor(t, "the replaced Workload gone", jobTimeout, func(ctx context.Context) (bool, error) {
+		_, err := client.KueueV1beta2().Workloads(ns).Get(ctx, "genericjob-elastic", metav1.GetOptions{})
+		return err != nil, nil
+	})
+	if events, ok := eventsSaying(t, ns, elastic.Name, "Kueue admitted Workload genericjob-elastic-2, which replaced genericjob-elastic: worker holds quota for 4 replicas"); !ok {
+		t.Errorf("no Grown event:\n%s", events)
+	}
+
+	if out, err := kubectl("scale", "-n", ns, "gj/elastic", "--replicas=3"); err != nil {
+		t.Fatalf("kubectl scale --replicas=3: %v: %s", err, out)
+	}
+	waitJob(t, ns, elastic.Name, "running 3 workers", runningWorkers(3))
+	heldIs(3)
+}

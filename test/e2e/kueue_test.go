@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -113,6 +114,12 @@ func queueFor(t *testing.T, ns string, cpu int) string {
 // queueOfFlavor is queueFor with another ResourceFlavor.
 func queueOfFlavor(t *testing.T, ns, flavor string, cpu int) string {
 	t.Helper()
+	return queueOfCPU(t, ns, flavor, strconv.Itoa(cpu))
+}
+
+// queueOfCPU is queueOfFlavor with a quota of CPU of any quantity ("300m").
+func queueOfCPU(t *testing.T, ns, flavor, cpu string) string {
+	t.Helper()
 	createKueueObjects(t, fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata:
@@ -126,7 +133,7 @@ spec:
     flavors:
     - name: %[2]s
       resources:
-      - {name: cpu, nominalQuota: "%[3]d"}
+      - {name: cpu, nominalQuota: "%[3]s"}
       - {name: memory, nominalQuota: 100Gi}
 ---
 apiVersion: kueue.x-k8s.io/v1beta2

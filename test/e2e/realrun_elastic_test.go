@@ -12,12 +12,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
+	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
+	"github.com/t9k-jobs/t9k-jobs/test/cluster"
 )
 
 // worldLine is a line of examples/elastic's script: "rank R of W: step S, ...".
@@ -38,16 +41,20 @@ func lastWorld(ns, pod string) (world, step int) {
 }
 
 // TestRealElasticTraining: examples/elastic, torchrun's elastic rendezvous over gloo between
-// 2 and 3 workers. It starts with 2; `kubectl scale` to 3 adds rank 2 and the world becomes
-// 3 without anything restarted by the controller; rank 2's pod deleted at once, as with its
-// node, is replaced, no restart counted, and the world of 3 forms again; `kubectl scale` back
-// to 2 deletes rank 2 and
-// the two first go on in a world of 2, from their checkpoint. The two first pods keep their
-// UIDs throughout, no restart is counted, each resize is a Resized event, and the job
-// succeeds.
+// 2 and 3 workers, asking for 3 in a Kueue queue with room for 2 (100 millicores a worker,
+// 200 in the queue). Kueue admits 2 (partial admission) and the job starts with 2, asking for
+// the third with a workload slice; the queue's quota is raised to 300, Kueue admits the slice
+// and the job grows to 3 by itself: rank 2 joins and the world becomes 3 without anything
+// restarted by the controller. Rank 2's pod deleted at once, as with its node, is replaced
+// within the quota the job holds, no restart counted, and the world of 3 forms again.
+// `kubectl scale` to 2 deletes rank 2, the two first go on in a world of 2 from their
+// checkpoint, and the job hands the quota of one worker back to Kueue. The two first pods
+// keep their UIDs throughout, no restart is counted, and the job succeeds.
 func TestRealElasticTraining(t *testing.T) {
+	client := useKueue(t)
 	parallel(t, realNode.one())
 	ns := namespace(t)
+	queue := queueOfCPU(t, ns, cluster.KueueResourceFlavor, "200m")
 	needRealNode(t, ns, trainingImage)
 	ctx := context.Background()
 	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "elastic", "train.py"))
@@ -76,6 +83,9 @@ func TestRealElasticTraining(t *testing.T) {
 		}
 	}
 	stop := filepath.Join(dir, "stop")
+	job.Labels = map[string]string{kueue.LabelQueueName: queue}
+	job.Spec.Elastic.Replicas = 3
+	pod.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
 	pod.Containers[0].Env = append(pod.Containers[0].Env, corev1.EnvVar{Name: "STEPS", Value: "100000"},
 		corev1.EnvVar{Name: "STEP_SECONDS", Value: "0.5"}, corev1.EnvVar{Name: "STOP_FILE", Value: "/checkpoint/stop"})
 	createJob(t, ns, job)
@@ -103,12 +113,19 @@ func TestRealElasticTraining(t *testing.T) {
 		uids[p.Name] = p.UID
 	}
 
-	scaled := time.Now()
-	if out, err := kubectl("scale", "-n", ns, "genericjob/"+name, "--replicas=3"); err != nil {
-		t.Fatalf("kubectl scale --replicas=3: %v: %s", err, out)
+	// Kueue admitted 2 of the 3: the job asks for the third with a slice, which waits.
+	slice := "genericjob-" + name + "-2"
+	waitReal(t, "a slice for 3 workers", func(ctx context.Context) (bool, error) {
+		wl, err := client.KueueV1beta2().Workloads(ns).Get(ctx, slice, metav1.GetOptions{})
+		return err == nil && wl.Spec.PodSets[0].Count == 3, nil
+	})
+	raised := time.Now()
+	if out, err := kubectl("patch", "clusterqueue", queue, "--type=json",
+		"-p", `[{"op":"replace","path":"/spec/resourceGroups/0/flavors/0/resources/0/nominalQuota","value":"300m"}]`); err != nil {
+		t.Fatalf("raising the queue's quota: %v: %s", err, out)
 	}
 	step = world(3, step)
-	t.Logf("grown: rank 0 stepped in a world of 3 %.1f s after kubectl scale", time.Since(scaled).Seconds())
+	t.Logf("grown: rank 0 stepped in a world of 3 %.1f s after the queue's quota was raised", time.Since(raised).Seconds())
 	waitReal(t, "status.elastic.replicas 3", func(ctx context.Context) (bool, error) {
 		j, err := env.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && j.Status.Elastic != nil && j.Status.Elastic.Replicas == 3, nil
@@ -125,12 +142,16 @@ func TestRealElasticTraining(t *testing.T) {
 	})
 	step = world(3, step)
 
-	scaled = time.Now()
+	scaled := time.Now()
 	if out, err := kubectl("scale", "-n", ns, "genericjob/"+name, "--replicas=2"); err != nil {
 		t.Fatalf("kubectl scale --replicas=2: %v: %s", err, out)
 	}
 	world(2, step)
 	t.Logf("shrunk: rank 0 stepped in a world of 2 %.1f s after kubectl scale", time.Since(scaled).Seconds())
+	waitReal(t, "one worker's quota handed back to Kueue", func(ctx context.Context) (bool, error) {
+		wl, err := client.KueueV1beta2().Workloads(ns).Get(ctx, slice, metav1.GetOptions{})
+		return err == nil && len(wl.Status.ReclaimablePods) == 1 && wl.Status.ReclaimablePods[0].Count == 1, nil
+	})
 	waitReal(t, worker(2)+" gone", func(ctx context.Context) (bool, error) {
 		_, err := env.kube.CoreV1().Pods(ns).Get(ctx, worker(2), metav1.GetOptions{})
 		return err != nil, nil
@@ -152,8 +173,9 @@ func TestRealElasticTraining(t *testing.T) {
 	if n := len(done.Status.Tasks[0].Replicas); n != 2 {
 		t.Errorf("status lists %d workers, want 2", n)
 	}
-	if events, ok := eventsSaying(t, ns, name, "Resized worker from 2 to 3 replicas", "Resized worker from 3 to 2 replicas"); !ok {
-		t.Errorf("no Resized event for each resize:\n%s", events)
+	if events, ok := eventsSaying(t, ns, name, "worker: 2 of 3 (partial admission)", "Growing: Asked Kueue for worker at 3 replicas",
+		"Grown: Kueue admitted Workload "+slice, "Resized worker from 3 to 2 replicas"); !ok {
+		t.Errorf("no event for each step (partial admission, Growing, Grown, Resized):\n%s", events)
 	}
 }
 

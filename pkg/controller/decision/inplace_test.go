@@ -1,6 +1,7 @@
 package decision
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -347,5 +348,43 @@ func TestEndedJobDeletesHeldPods(t *testing.T) {
 	}
 	if got := names(d.DeletePods); len(got) != 1 || got[0] != "job-worker-1" {
 		t.Errorf("deleted %v: want the held worker-1 only (clean-up None keeps worker-0)", got)
+	}
+}
+
+// An elastic job that restarts in place: a shrink deletes its highest rank (a resize is not
+// a restart, so the pod is not kept); a failure under restartScope Job restarts every pod in
+// place; a disrupted replica at the type's minimum is replaced alone, the others untouched.
+func TestElasticJobRestartsInPlace(t *testing.T) {
+	ipPods := func(states ...string) []*corev1.Pod {
+		var pods []*corev1.Pod
+		for i, s := range states {
+			pods = append(pods, ipPod(fmt.Sprintf("job-worker-%d", i), types.UID(fmt.Sprint(i)), 1, 1, 0, 0, s))
+		}
+		return pods
+	}
+	for _, tc := range []struct {
+		name               string
+		size, min          int32
+		pods               []*corev1.Pod
+		deleted            []string
+		restarted, attempt int32
+	}{
+		{"shrunk from 3 to 2", 2, 1, ipPods(ipRunning, ipRunning, ipRunning), []string{"job-worker-2"}, 0, 1},
+		{"a failure restarts the job in place", 3, 2, ipPods(ipRunning, ipFailing, ipRunning), nil, 3, 2},
+		{"a disruption at the minimum", 3, 2, append(ipPods(ipRunning, ipRunning), disruptedPod("job-worker-2", "2", "PreemptionByScheduler")), []string{"job-worker-2"}, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := elasticPlan(tc.size, tc.min, 3, true)
+			plan.InPlace = inPlacePlan().InPlace
+			status := running("0", "1", "2")
+			status.Attempt = 1
+			d := mustDecide(t, testJob(status), plan, Children{Pods: tc.pods}, nil, now)
+			if got := names(d.DeletePods); !sameNames(got, tc.deleted) {
+				t.Errorf("deleted %v, want %v", got, tc.deleted)
+			}
+			if len(d.RestartPods) != int(tc.restarted) || d.Status.Attempt != tc.attempt {
+				t.Errorf("restarted %d pods in place, attempt %d; want %d, attempt %d", len(d.RestartPods), d.Status.Attempt, tc.restarted, tc.attempt)
+			}
+		})
 	}
 }

@@ -143,7 +143,7 @@ BENCH_KUEUE ?=
 BENCH_FOREIGN ?= 0
 BENCH_PROGRESS ?=
 BENCH_ELASTIC ?=
-bench: tools ## time N jobs x R replicas against a raw client-go loop; BENCH_FINISHED=N: after N finished jobs; BENCH_SCALE=N: memory up to N jobs, restart; BENCH_KUEUE=1: queued, without and with topology; BENCH_PROGRESS=1: every pod reporting progress; BENCH_ELASTIC=1: elastic jobs resized
+bench: tools ## time N jobs x R replicas against a raw client-go loop; BENCH_FINISHED=N: after N finished jobs; BENCH_SCALE=N: memory up to N jobs, restart; BENCH_KUEUE=1: queued, without and with topology; BENCH_PROGRESS=1: every pod reporting progress; BENCH_ELASTIC=1: elastic jobs resized (with BENCH_KUEUE=1: in a queue, through workload slices)
 	T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go run ./test/bench -kind $(BENCH_KIND) -jobs $(BENCH_JOBS) -replicas $(BENCH_REPLICAS) \
 		-qps $(BENCH_QPS) -burst $(BENCH_BURST) -rounds $(BENCH_ROUNDS) \
 		-finished $(BENCH_FINISHED) -scale $(BENCH_SCALE) -scale-step $(BENCH_SCALE_STEP) -foreign $(BENCH_FOREIGN) \

@@ -10,13 +10,17 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	kueue "github.com/t9k-jobs/t9k-jobs/pkg/apis/kueue/v1beta2"
 	"github.com/t9k-jobs/t9k-jobs/pkg/client/clientset/versioned"
+	kueueclient "github.com/t9k-jobs/t9k-jobs/pkg/client/kueue/clientset/versioned"
+	kueueinformers "github.com/t9k-jobs/t9k-jobs/pkg/client/kueue/informers/externalversions"
 	"github.com/t9k-jobs/t9k-jobs/test/harness"
 )
 
@@ -30,6 +34,10 @@ import (
 func elasticRun(ctx context.Context, c config, dir string) error {
 	fmt.Printf("\n%d elastic GenericJobs of %d replicas (between 1 and %d), each resized to %d and back\n",
 		c.jobs, c.replicas, 2*c.replicas, 2*c.replicas)
+	if c.kueue {
+		c.queue = queuePlain
+		fmt.Printf("in Kueue's LocalQueue %q: growing through workload slices\n", benchQueue)
+	}
 	return withSettledJobs(ctx, c, dir, func(ctl *controllerProcess, admin *rest.Config, kube kubernetes.Interface) error {
 		client := versioned.NewForConfigOrDie(admin)
 		for _, step := range []struct {
@@ -40,7 +48,7 @@ func elasticRun(ctx context.Context, c config, dir string) error {
 			if err != nil {
 				return err
 			}
-			took, err := resizeAll(ctx, c, client, kube, step.size)
+			took, quota, err := resizeAll(ctx, c, client, admin, kube, step.size)
 			if err != nil {
 				return err
 			}
@@ -53,6 +61,11 @@ func elasticRun(ctx context.Context, c config, dir string) error {
 			}
 			fmt.Printf("  %s to %d: from the scale request to the job's last pod %s, p50 %s p99 %s\n", step.name, step.size,
 				map[bool]string{true: "Running", false: "gone"}[step.name == "grow"], ms(percentile(took, 0.5)), ms(percentile(took, 0.99)))
+			if c.queue != queueNone {
+				fmt.Printf("  %s to %d: from the scale request to Kueue holding the job's quota at that size (%s), p50 %s p99 %s\n", step.name, step.size,
+					map[bool]string{true: "its slice admitted", false: "the removed pods' quota handed back"}[step.name == "grow"],
+					ms(percentile(quota, 0.5)), ms(percentile(quota, 0.99)))
+			}
 			fmt.Printf("  %s: the controller's API writes per job, by verb and resource:\n", step.name)
 			for _, k := range slices.Sorted(maps.Keys(after)) {
 				verb := strings.Fields(k)[0]
@@ -66,20 +79,26 @@ func elasticRun(ctx context.Context, c config, dir string) error {
 }
 
 // resizeAll resizes every job of the burst to size through its scale subresource, and
-// returns how long each took to be at that size: its pods of that many Running, none more.
-func resizeAll(ctx context.Context, c config, client versioned.Interface, kube kubernetes.Interface, size int) ([]time.Duration, error) {
+// returns how long each took to be at that size: its pods of that many Running, none more;
+// and, for queued jobs, to Kueue holding quota for that many of its workers (quotaAt).
+func resizeAll(ctx context.Context, c config, client versioned.Interface, admin *rest.Config, kube kubernetes.Interface, size int) (running, quota []time.Duration, err error) {
 	watchCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var mu sync.Mutex
 	asked := map[string]time.Time{}
-	took := map[string]time.Duration{}
+	took, held := map[string]time.Duration{}, map[string]time.Duration{}
+	if c.queue != queueNone {
+		if err := quotaAt(watchCtx, admin, size, &mu, asked, held); err != nil {
+			return nil, nil, err
+		}
+	}
 	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(jobNamespace))
 	informer := factory.Core().V1().Pods().Informer()
 	const byJob = "job"
 	if err := informer.AddIndexers(cache.Indexers{byJob: func(obj any) ([]string, error) {
 		return []string{obj.(*corev1.Pod).Labels["batch.tensorstack.dev/job-name"]}, nil
 	}}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// check sees whether a job is at its new size, from the informer's cache.
 	check := func(job string) {
@@ -113,13 +132,13 @@ func resizeAll(ctx context.Context, c config, client versioned.Interface, kube k
 	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onPod,
 		UpdateFunc: func(_, obj any) { onPod(obj) }, DeleteFunc: onPod}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	factory.Start(watchCtx.Done())
 	cache.WaitForCacheSync(watchCtx.Done(), informer.HasSynced)
 
 	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, size))
-	err := parallel(16, c.jobs, func(i int) error {
+	err = parallel(16, c.jobs, func(i int) error {
 		name := fmt.Sprintf("job-%04d", i)
 		mu.Lock()
 		asked[name] = time.Now()
@@ -130,16 +149,90 @@ func resizeAll(ctx context.Context, c config, client versioned.Interface, kube k
 			Resource("genericjobs").Name(name).SubResource("scale").Body(patch).Do(ctx).Error()
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	// Each request was recorded before it was sent: the pod events that follow it check its
-	// job.
+	// Each request was recorded before it was sent: the pod (and Workload) events that follow
+	// it check its job.
 	err = harness.WaitFor(ctx, fmt.Sprintf("every job at %d replicas", size), 50*time.Millisecond, 5*time.Minute, func(context.Context) (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(took) == c.jobs, nil
+		return len(took) == c.jobs && (c.queue == queueNone || len(held) == c.jobs), nil
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	return slices.Collect(maps.Values(took)), err
+	return slices.Collect(maps.Values(took)), slices.Collect(maps.Values(held)), err
+}
+
+// quotaAt records in held, for each job asked to resize (asked, under mu), how long after its
+// request Kueue held quota for exactly size of its workers: one Workload of the job holds
+// quota and is not finished, and its worker pod set's count admitted, less its reclaimable
+// pods, is size.
+func quotaAt(ctx context.Context, admin *rest.Config, size int, mu *sync.Mutex, asked map[string]time.Time, held map[string]time.Duration) error {
+	factory := kueueinformers.NewSharedInformerFactoryWithOptions(kueueclient.NewForConfigOrDie(admin), 0, kueueinformers.WithNamespace(jobNamespace))
+	informer := factory.Kueue().V1beta2().Workloads().Informer()
+	const byJob = "job"
+	if err := informer.AddIndexers(cache.Indexers{byJob: func(obj any) ([]string, error) {
+		return []string{obj.(*kueue.Workload).Labels["batch.tensorstack.dev/job-name"]}, nil
+	}}); err != nil {
+		return err
+	}
+	check := func(job string) {
+		mu.Lock()
+		defer mu.Unlock()
+		at, ok := asked[job]
+		if !ok || held[job] != 0 {
+			return
+		}
+		objs, _ := informer.GetIndexer().ByIndex(byJob, job)
+		holding, n := 0, int32(0)
+		for _, obj := range objs {
+			wl := obj.(*kueue.Workload)
+			if !meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) ||
+				meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadFinished) || wl.Status.Admission == nil {
+				continue
+			}
+			holding++
+			n = workersHeld(wl)
+		}
+		if holding == 1 && n == int32(size) {
+			held[job] = time.Since(at)
+		}
+	}
+	onWorkload := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if wl, ok := obj.(*kueue.Workload); ok {
+			check(wl.Labels["batch.tensorstack.dev/job-name"])
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onWorkload,
+		UpdateFunc: func(_, obj any) { onWorkload(obj) }, DeleteFunc: onWorkload}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)
+	return nil
+}
+
+// workersHeld is how many workers an admitted Workload holds quota for: the count Kueue
+// admitted of the pod set, less what its reclaimable pods take off the pod set's count.
+func workersHeld(wl *kueue.Workload) int32 {
+	var asked, admitted, reclaimable int32
+	for _, ps := range wl.Spec.PodSets {
+		if ps.Name == "worker" {
+			asked, admitted = ps.Count, ps.Count
+		}
+	}
+	for _, psa := range wl.Status.Admission.PodSetAssignments {
+		if psa.Name == "worker" && psa.Count != nil {
+			admitted = *psa.Count
+		}
+	}
+	for _, rp := range wl.Status.ReclaimablePods {
+		if rp.Name == "worker" {
+			reclaimable = rp.Count
+		}
+	}
+	return max(min(admitted, asked-reclaimable), 0)
 }

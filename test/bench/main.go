@@ -23,7 +23,9 @@
 //
 // -elastic makes the burst's jobs elastic and resizes every one to twice its replicas and
 // back through the scale subresource (elastic.go): the time per job to the new size, and the
-// controller's writes per resize.
+// controller's writes per resize. With -kueue the jobs are in a queue: they grow through
+// Kueue's workload slices, and it also times each job's resize to Kueue holding its quota at
+// the new size (the slice admitted; the shrink's quota handed back).
 //
 // Two more modes ask what a cluster full of jobs costs, each without the raw loop:
 //
@@ -48,6 +50,7 @@
 //	go run ./test/bench -kueue                  (make bench BENCH_KUEUE=1)
 //	go run ./test/bench -progress               (make bench BENCH_PROGRESS=1)
 //	go run ./test/bench -elastic                (make bench BENCH_ELASTIC=1)
+//	go run ./test/bench -elastic -kueue         (make bench BENCH_ELASTIC=1 BENCH_KUEUE=1)
 package main
 
 import (
@@ -97,7 +100,7 @@ func main() {
 	flag.BoolVar(&c.kueue, "kueue", false, "queued jobs under Kueue, without and with placement by topology (no raw loop): time, latencies, writes per job of each")
 	flag.IntVar(&c.foreign, "foreign", 0, "after -scale, pods to create that are not the controller's, comparing its memory before and after")
 	flag.BoolVar(&c.progress, "progress", false, "every pod of the burst reports its progress once a second: status writes per job per minute, the reports' time, the controller's CPU against no reports (no raw loop)")
-	flag.BoolVar(&c.elastic, "elastic", false, "elastic jobs resized to twice their replicas and back through the scale subresource: time per job to the new size, writes per resize (no raw loop)")
+	flag.BoolVar(&c.elastic, "elastic", false, "elastic jobs resized to twice their replicas and back through the scale subresource: time per job to the new size, writes per resize (no raw loop); with -kueue, in a queue: growing through workload slices, and the time to Kueue's quota at the new size")
 	flag.Parse()
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -144,8 +147,8 @@ func run(c config) error {
 	} else {
 		fmt.Fprintln(os.Stderr, "bench: keeping", dir)
 	}
-	if c.elastic && (c.kueue || c.progress || c.finished > 0 || c.scale > 0 || c.kind != "GenericJob") {
-		return fmt.Errorf("-elastic resizes a burst of GenericJobs on its own")
+	if c.elastic && (c.progress || c.finished > 0 || c.scale > 0 || c.kind != "GenericJob") {
+		return fmt.Errorf("-elastic resizes a burst of GenericJobs on its own (with -kueue: in a queue)")
 	}
 	switch {
 	case c.elastic:

@@ -96,6 +96,11 @@ func controllerPhase(ctx context.Context, c config, dir string, prepare func(con
 // burst's jobs (the elastic and progress modes measure what follows).
 func withSettledJobs(ctx context.Context, c config, dir string, f func(ctl *controllerProcess, admin *rest.Config, kube kubernetes.Interface) error) error {
 	return withCluster(ctx, c, dir, cluster.InstallCRDs, func(cl *cluster.Cluster, admin *rest.Config, kube kubernetes.Interface) error {
+		if c.queue != queueNone {
+			if err := startQueue(ctx, cl, kube, c.queue); err != nil {
+				return err
+			}
+		}
 		ctl, err := startController(ctx, c, cl.Kubeconfig, filepath.Dir(cl.Dir))
 		if err != nil {
 			return err

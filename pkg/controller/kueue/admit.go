@@ -38,11 +38,11 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 		return nil, &engine.InvalidSpecError{Message: fmt.Sprintf("The cluster's Kueue admits jobs of at most %d replica types (%s), and this job has %d: run it outside Kueue's queues, or with fewer replica types.",
 			max, kueueVersionOfLimit(max), len(plan.Groups))}
 	}
+	if name := prebuiltWorkload(job); name != "" {
+		return a.admitPrebuilt(job, plan, q, name, workloadNamed(children.Objects, name))
+	}
 	workloads := chainOf(job, children.Objects)
 	wl := workloads.current
-	if name := prebuiltWorkload(job); name != "" {
-		return a.admitPrebuilt(job, plan, q, name, wl)
-	}
 	if job.JobStatus().Finished() {
 		// An ended job keeps its Workload as it is (Finished), whatever its queue, flavors or
 		// priority class became since.

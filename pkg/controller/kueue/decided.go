@@ -67,7 +67,7 @@ func (a *Admitter) Ended(ctx context.Context, job engine.Job, r engine.Report) e
 	if !a.installed() {
 		return nil
 	}
-	wl := chainOf(job, r.Children.Objects).current
+	wl := jobWorkload(job, r.Children.Objects)
 	if wl == nil || wl.DeletionTimestamp != nil {
 		return nil
 	}

@@ -431,3 +431,38 @@ func TestManagedByMultiKueueAdmittedWithoutTheCheckFails(t *testing.T) {
 		t.Error("pods made for a job another controller is to run")
 	}
 }
+
+// A prebuilt Workload whose name is not the one the controller would give it is the job's
+// all the same: adopted, admitted, and told of the end.
+func TestPrebuiltWorkloadOfAnotherName(t *testing.T) {
+	job := queuedJob(map[string]string{kueue.LabelQueueName: "team-a"})
+	job.Annotations = map[string]string{kueue.AnnotationPrebuiltWorkload: "made-by-the-manager"}
+	s := newQueueTest(t, job, true, Config{}, flavors...)
+	prebuilt := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "made-by-the-manager", Namespace: "ns", Labels: map[string]string{batch.LabelJobName: "job"}},
+		Spec: kueue.WorkloadSpec{QueueName: "team-a", PodSets: []kueue.PodSet{{Name: "worker", Count: 2, Template: cpuTemplate(0)}, {Name: "ps", Count: 1, Template: cpuTemplate(0)}}}}
+	if _, err := s.kueue.KueueV1beta2().Workloads("ns").Create(context.Background(), prebuilt, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Refresh(t)
+	s.Step(t)
+	s.Step(t)
+	if events := drain(s.Events); strings.Count(events, "Adopted Workload made-by-the-manager") != 1 {
+		t.Errorf("events %q: want it adopted once", events)
+	}
+	s.kueueDecidesOn(t, "made-by-the-manager", admit)
+	s.Step(t)
+	if pods := s.Pods(t); len(pods) != 3 {
+		t.Fatalf("%d pods once the prebuilt Workload is admitted, want 3", len(pods))
+	}
+	for _, name := range []string{"job-ps-0", "job-worker-0", "job-worker-1"} {
+		s.endPod(t, name, corev1.PodSucceeded)
+	}
+	s.Step(t)
+	s.Step(t)
+	if wl := s.workloadNamed(t, "made-by-the-manager"); wl == nil || !meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadFinished) {
+		t.Errorf("the prebuilt Workload once the job succeeded: %+v, want Finished", wl)
+	}
+	if list, _ := s.kueue.KueueV1beta2().Workloads("ns").List(context.Background(), metav1.ListOptions{}); len(list.Items) != 1 {
+		t.Errorf("%d Workloads, want the prebuilt one alone", len(list.Items))
+	}
+}

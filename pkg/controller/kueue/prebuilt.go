@@ -31,11 +31,10 @@ func prebuiltWorkload(job engine.Job) string {
 	return job.GetLabels()[kueue.LabelPrebuiltWorkload]
 }
 
-// admitPrebuilt is Admit for a job whose Workload is prebuilt (name).
+// admitPrebuilt is Admit for a job whose Workload is prebuilt (name; wl, the job's child of
+// that name, nil until adopted). A Workload of the job's own, from before the label, is left
+// alone.
 func (a *Admitter) admitPrebuilt(job engine.Job, plan *engine.Plan, q *request, name string, wl *kueue.Workload) (*engine.Verdict, error) {
-	if wl != nil && wl.Name != name {
-		wl = nil // a Workload of its own, from before the label: left alone
-	}
 	if wl == nil {
 		if !a.installed() {
 			s, err := a.state(q, nil)
@@ -92,4 +91,23 @@ func (a *Admitter) adopt(ctx context.Context, job engine.Job, wl *kueue.Workload
 	}
 	a.config.Recorder.Eventf(job, corev1.EventTypeNormal, "Adopted", "Adopted Workload %s, which MultiKueue made for the job", wl.Name)
 	return nil
+}
+
+// workloadNamed is the job's Workload of the name among its children (nil: none).
+func workloadNamed(objects []metav1.Object, name string) *kueue.Workload {
+	for _, o := range objects {
+		if wl, ok := o.(*kueue.Workload); ok && wl.Name == name {
+			return wl
+		}
+	}
+	return nil
+}
+
+// jobWorkload is the Workload that holds or asks for the job's admission: its prebuilt one,
+// or the current one of its chain (nil: none).
+func jobWorkload(job engine.Job, objects []metav1.Object) *kueue.Workload {
+	if name := prebuiltWorkload(job); name != "" {
+		return workloadNamed(objects, name)
+	}
+	return chainOf(job, objects).current
 }

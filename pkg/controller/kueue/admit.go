@@ -74,7 +74,14 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 		}
 		return verdict(wl, s, plan.Elastic), nil
 	}
-	obj, err := a.workloadObject(job, plan, q, wl, workloads.name(), nil)
+	name := workloads.name()
+	if wl != nil && len(children.Pods) == 0 && handedBackSlice(wl) {
+		// An evicted slice asks for the size the job had grown to, with no minimum: the job
+		// asks anew with a Workload of its own, down to its minimum (slices.go).
+		wl, name = nil, workloads.nextName()
+		s = &state{reason: reasonQueued, message: fmt.Sprintf("Waiting for Kueue to admit the job from LocalQueue %q.", q.localQueue)}
+	}
+	obj, err := a.workloadObject(job, plan, q, wl, name, nil)
 	var wait *waitError
 	switch {
 	case errors.As(err, &wait):

@@ -27,7 +27,9 @@ import (
 //
 // A slice cannot ask for a minimum as well (Kueue's webhook refuses partial admission on an
 // elastic Workload): it is admitted whole, at the size wanted, or waits; the job runs on at
-// the size it holds meanwhile.
+// the size it holds meanwhile. A slice that Kueue evicts would be readmitted only whole, so
+// once the job has handed its quota back and its pods are gone, the job asks anew with a
+// Workload of its own (the chain's next name), down to its minimum.
 
 // Kueue's annotations of a workload slice.
 const (
@@ -154,6 +156,14 @@ func finished(wl *kueue.Workload) bool {
 func replacedByKueue(wl *kueue.Workload) bool {
 	c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadFinished)
 	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == workloadSliceReplaced
+}
+
+// handedBackSlice reports whether a Workload is a slice whose admission is gone: Kueue
+// evicted it and the job handed the quota back (or Kueue never admitted it and what it
+// replaced is gone). It asks for the size the job had grown to, with no minimum.
+func handedBackSlice(wl *kueue.Workload) bool {
+	return wl.Annotations[AnnotationSliceReplacementFor] != "" && wl.DeletionTimestamp == nil &&
+		!meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) && !finished(wl)
 }
 
 // sliceKey is how a replacement names the slice it replaces.

@@ -162,3 +162,41 @@ func hasAll(got, want map[string]string) bool {
 	}
 	return true
 }
+
+// A grown job that Kueue evicts asks anew, once its pods are gone and its quota handed back,
+// with a Workload of its own that may be admitted down to its minimum: the evicted slice
+// would be readmitted only whole.
+func TestEvictedSliceIsAskedAnewWithItsMinimum(t *testing.T) {
+	s := elasticQueueTest(t, 2)
+	s.Step(t)
+	s.kueueDecides(t, admitWorkers(2))
+	s.Step(t)
+	s.kueueDecidesOn(t, "genericjob-job-2", admit)
+	s.kueueDecidesOn(t, "genericjob-job", replaced)
+	s.Step(t)
+	if got := len(s.Pods(t)); got != 5 {
+		t.Fatalf("%d pods once grown, want 4 workers and the ps", got)
+	}
+	s.kueueDecidesOn(t, "genericjob-job-2", func(wl *kueue.Workload) {
+		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "Preempted", Message: "Preempted to accommodate a workload"})
+	})
+	for range 3 {
+		s.Step(t)
+	}
+	if got := len(s.Pods(t)); got != 0 {
+		t.Fatalf("%d pods after the eviction, want none", got)
+	}
+	if s.workloadNamed(t, "genericjob-job-2") != nil {
+		t.Error("the evicted slice stays")
+	}
+	fresh := s.workloadNamed(t, "genericjob-job-3")
+	if fresh == nil {
+		t.Fatal("no new Workload asked for")
+	}
+	if ps := fresh.Spec.PodSets[0]; ps.Count != 4 || ps.MinCount == nil || *ps.MinCount != 2 || fresh.Annotations[AnnotationSliceReplacementFor] != "" {
+		t.Errorf("new Workload: pod set %+v, annotations %v; want 4 workers, at least 2, not a slice", ps, fresh.Annotations)
+	}
+	if c := s.Job(t).Status.Condition(batch.JobConditionRunning); c.Reason != reasonQueued {
+		t.Errorf("Running condition %+v, want the job queued", c)
+	}
+}

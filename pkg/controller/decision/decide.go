@@ -324,7 +324,7 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 	}
 	setPhaseAndConditions(d.Status, old, jobState{
 		outcome: d.Outcome, paused: x.paused && !x.unadmitted, unadmitted: unadmitted, resumed: resumed,
-		failed: failedNames, pods: pods, waiting: d.Waiting, waits: d.Waits, debugHint: hint,
+		failed: failedNames, pods: pods, waiting: d.Waiting, waits: d.Waits, debugHint: hint, fewer: x.admittedFewer(),
 	}, now)
 	if hint != "" {
 		running := d.Status.Condition(batch.JobConditionRunning)

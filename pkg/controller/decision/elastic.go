@@ -62,6 +62,26 @@ func (x *decider) size(g *Group) int32 {
 	return n
 }
 
+// admittedFewer says, for the Running condition, that the elastic type runs fewer replicas
+// than asked for because its admission holds fewer (Kueue's partial admission; a slice for
+// the rest waits): " worker runs 2 of the 4 replicas asked for: its admission holds 2, and
+// the rest waits for quota."; "" when it runs them all.
+func (x *decider) admittedFewer() string {
+	e := x.plan.Elastic
+	if e == nil {
+		return ""
+	}
+	for i := range x.plan.Groups {
+		g := &x.plan.Groups[i]
+		if g.Type == e.Type {
+			if n := x.size(g); n < g.Replicas {
+				return fmt.Sprintf(" %s runs %d of the %d replicas asked for: its admission holds %d, and the rest waits for quota.", g.Type, n, g.Replicas, n)
+			}
+		}
+	}
+	return ""
+}
+
 // elasticHolds reports whether the elastic type keeps its minimum of replicas that are not
 // lost: a disruption of one of them is then replaced alone, not a reason to restart the job.
 func (x *decider) elasticHolds(all []*replica) bool {

@@ -149,3 +149,15 @@ func TestElasticRendezvous(t *testing.T) {
 		t.Errorf("job-ps-0, not elastic, has %s", EnvElasticNNodes)
 	}
 }
+
+// TestElasticRunningFewerSaysSo: a job running all the replicas its admission holds of its
+// elastic type, fewer than asked for, is Running, and its Running condition says how many of
+// how many.
+func TestElasticRunningFewerSaysSo(t *testing.T) {
+	d := mustDecide(t, testJob(running("0", "1")), elasticPlan(4, 2, 4, false), Children{Pods: runningWorkers(2)},
+		&Verdict{Admitted: true, Counts: map[string]int32{"worker": 2}}, now)
+	c := d.Status.Condition(batch.JobConditionRunning)
+	if d.Status.Phase != batch.JobRunning || c.Message != msgRunning+" worker runs 2 of the 4 replicas asked for: its admission holds 2, and the rest waits for quota." {
+		t.Errorf("phase %s, Running condition %q", d.Status.Phase, c.Message)
+	}
+}

@@ -43,6 +43,9 @@ type jobState struct {
 	waits   []ReplicaWait
 	// debugHint is the plan's hint for a job in debug mode ("": none).
 	debugHint string
+	// fewer says that the elastic type runs fewer replicas than asked for, as its admission
+	// holds ("": it runs them all).
+	fewer string
 }
 
 // setPhaseAndConditions fills in phase and conditions. Every condition type is reported once;
@@ -135,7 +138,7 @@ func setPhaseAndConditions(s, old *batch.JobStatus, st jobState, now time.Time) 
 		case len(st.waits) > 0:
 			set(batch.JobConditionRunning, s.Phase == batch.JobRunning, st.waits[0].Reason, runningWith(running, total, st.waits))
 		case s.Phase == batch.JobRunning:
-			set(batch.JobConditionRunning, true, "-", runningMessage(st.pods, st.debugHint))
+			set(batch.JobConditionRunning, true, "-", runningMessage(st.pods, st.debugHint)+st.fewer)
 		default:
 			set(batch.JobConditionRunning, false, string(s.Phase), runningWith(running, total, nil))
 		}

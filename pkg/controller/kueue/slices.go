@@ -116,6 +116,41 @@ func chainOf(job engine.Job, objects []metav1.Object) chain {
 	return c
 }
 
+// grow plans the job's slices besides its current Workload, once that is admitted: those it
+// replaced, kept until Kueue has finished them, and a slice for the size of the elastic type
+// the job asks for, while that is more than the current Workload holds (slices.go). It
+// returns the slice asked for (nil: none).
+func (a *Admitter) grow(job engine.Job, plan *engine.Plan, q *request, c chain) (*growth, error) {
+	for _, old := range c.replaced {
+		plan.Objects = append(plan.Objects, engine.PlannedChild{Kind: WorkloadKind, Name: old.Name, Keep: true})
+	}
+	e := plan.Elastic
+	held, ok := elasticHeld(c.current, e)
+	if !ok {
+		return nil, nil
+	}
+	var size int32
+	for _, g := range plan.Groups {
+		if g.Type == e.Type {
+			size = g.Replicas
+		}
+	}
+	if size <= held {
+		return nil, nil
+	}
+	g := &growth{replaces: c.current, size: size}
+	if c.growing != nil && podSetCount(c.growing, podSetName(e.Type)) == size {
+		plan.Objects = append(plan.Objects, engine.PlannedChild{Kind: WorkloadKind, Name: c.growing.Name, Keep: true})
+		return g, nil
+	}
+	obj, err := a.workloadObject(job, plan, q, nil, c.nextName(), g)
+	if err != nil {
+		return nil, err
+	}
+	plan.Objects = append(plan.Objects, obj)
+	return g, nil
+}
+
 // sliceNumber is a Workload's number in the chain of base (0: not of the chain).
 func sliceNumber(base, name string) int {
 	if name == base {

@@ -54,14 +54,14 @@ type chain struct {
 	// replaced were admitted and have been replaced by current; Kueue has not finished them
 	// yet, and they are kept until it has.
 	replaced []*kueue.Workload
-	// next is the number of the next slice.
+	// next is the number of the next slice; base, the first slice's name.
 	next int
 	base string
 }
 
-// chainOf sorts the job's Workloads into its chain. current is the latest slice that holds
-// quota and is not finished; without one, the latest slice (finished or not: an ended job
-// keeps its own).
+// chainOf sorts the job's Workloads into its chain. current is the latest admitted slice
+// that holds quota and is not finished (else the latest that holds quota); without one, the
+// latest slice (finished or not: an ended job keeps its own).
 func chainOf(job engine.Job, objects []metav1.Object) chain {
 	c := chain{base: WorkloadName(job), next: 2}
 	type numbered struct {
@@ -118,8 +118,8 @@ func chainOf(job engine.Job, objects []metav1.Object) chain {
 
 // grow plans the job's slices besides its current Workload, once that is admitted: those it
 // replaced, kept until Kueue has finished them, and a slice for the size of the elastic type
-// the job asks for, while that is more than the current Workload holds (slices.go). It
-// returns the slice asked for (nil: none).
+// the job asks for, while that is more than the current Workload holds. It returns the slice
+// asked for (nil: none).
 func (a *Admitter) grow(job engine.Job, plan *engine.Plan, q *request, c chain) (*growth, error) {
 	for _, old := range c.replaced {
 		plan.Objects = append(plan.Objects, engine.PlannedChild{Kind: WorkloadKind, Name: old.Name, Keep: true})

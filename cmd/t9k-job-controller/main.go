@@ -136,6 +136,7 @@ func run(ctx context.Context, o options) error {
 	logger := klog.FromContext(ctx)
 	build := version.Get()
 	logger.Info("Starting", "version", build.Version, "revision", build.Revision, "goVersion", build.GoVersion, "platform", build.Platform)
+	go tuneGC(ctx)
 	if soft, err := setMemoryLimit(o.memoryLimit); err != nil {
 		return err
 	} else if soft > 0 {

@@ -128,3 +128,16 @@ func TestGoMemoryLimit(t *testing.T) {
 		t.Error("a limit that is not a quantity was taken")
 	}
 }
+
+// The collector's growth target is Go's default for a small heap and half of it once the
+// live heap is large.
+func TestGCPercentFollowsTheLiveHeap(t *testing.T) {
+	for _, tc := range []struct {
+		live uint64
+		want int
+	}{{0, 100}, {largeHeap - 1, 100}, {largeHeap, 50}, {1 << 30, 50}} {
+		if got := gcPercentFor(tc.live); got != tc.want {
+			t.Errorf("gcPercentFor(%d) = %d, want %d", tc.live, got, tc.want)
+		}
+	}
+}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -36,4 +39,60 @@ func setMemoryLimit(limit string) (int64, error) {
 	}
 	debug.SetMemoryLimit(soft)
 	return soft, nil
+}
+
+// The garbage collector's growth target, unless GOGC sets one (docs/install.md, "Memory").
+// Go's default lets the heap grow to twice what is live before it collects, and the
+// process's resident memory follows that goal. A controller that holds many jobs has a heap
+// that is mostly its informers' caches, which live as long as it does: once the live heap
+// passes largeHeap, the target is halved (the heap grows to 1.5 times what is live), so that
+// resident memory stays nearer what the controller holds. A small heap (a burst of a few
+// hundred jobs) keeps Go's default, and the collector's time stays out of a burst's way.
+const (
+	smallHeapGCPercent = 100
+	largeHeapGCPercent = 50
+	largeHeap          = 64 << 20
+	gcTuneEvery        = 5 * time.Second
+)
+
+// tuneGC keeps the growth target as the live heap's size asks, until ctx ends, unless GOGC
+// set one.
+func tuneGC(ctx context.Context) {
+	if _, set := os.LookupEnv("GOGC"); set {
+		return
+	}
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	percent := smallHeapGCPercent
+	tick := time.NewTicker(gcTuneEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		metrics.Read(sample)
+		if sample[0].Value.Kind() != metrics.KindUint64 {
+			return
+		}
+		want := gcPercentFor(sample[0].Value.Uint64())
+		if want == percent {
+			continue
+		}
+		debug.SetGCPercent(want)
+		if want < percent {
+			// A heap grown under the larger target (the first list of a big cluster) is
+			// collected now and handed back: a controller at rest collects nothing.
+			debug.FreeOSMemory()
+		}
+		percent = want
+	}
+}
+
+// gcPercentFor is the growth target for a live heap of the given size.
+func gcPercentFor(live uint64) int {
+	if live >= largeHeap {
+		return largeHeapGCPercent
+	}
+	return smallHeapGCPercent
 }

@@ -130,14 +130,17 @@ func TestGoMemoryLimit(t *testing.T) {
 }
 
 // The collector's growth target is Go's default for a small heap and half of it once the
-// live heap is large.
+// live heap is large; between the two lines it stays as it was.
 func TestGCPercentFollowsTheLiveHeap(t *testing.T) {
 	for _, tc := range []struct {
-		live uint64
-		want int
-	}{{0, 100}, {largeHeap - 1, 100}, {largeHeap, 50}, {1 << 30, 50}} {
-		if got := gcPercentFor(tc.live); got != tc.want {
-			t.Errorf("gcPercentFor(%d) = %d, want %d", tc.live, got, tc.want)
+		live          uint64
+		current, want int
+	}{
+		{0, 100, 100}, {largeHeap - 1, 100, 100}, {largeHeap, 100, 50}, {1 << 30, 100, 50},
+		{largeHeap - 1, 50, 50}, {smallHeap, 50, 50}, {smallHeap - 1, 50, 100},
+	} {
+		if got := gcPercentFor(tc.live, tc.current); got != tc.want {
+			t.Errorf("gcPercentFor(%d, %d) = %d, want %d", tc.live, tc.current, got, tc.want)
 		}
 	}
 }

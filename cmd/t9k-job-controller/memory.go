@@ -47,11 +47,14 @@ func setMemoryLimit(limit string) (int64, error) {
 // that is mostly its informers' caches, which live as long as it does: once the live heap
 // passes largeHeap, the target is halved (the heap grows to 1.5 times what is live), so that
 // resident memory stays nearer what the controller holds. A small heap (a burst of a few
-// hundred jobs) keeps Go's default, and the collector's time stays out of a burst's way.
+// hundred jobs) keeps Go's default, and the collector's time stays out of a burst's way; the
+// target goes back to it only below smallHeap, so that a heap near the line does not switch
+// (and free memory) at every look.
 const (
 	smallHeapGCPercent = 100
 	largeHeapGCPercent = 50
 	largeHeap          = 64 << 20
+	smallHeap          = 48 << 20
 	gcTuneEvery        = 5 * time.Second
 )
 
@@ -75,7 +78,7 @@ func tuneGC(ctx context.Context) {
 		if sample[0].Value.Kind() != metrics.KindUint64 {
 			return
 		}
-		want := gcPercentFor(sample[0].Value.Uint64())
+		want := gcPercentFor(sample[0].Value.Uint64(), percent)
 		if want == percent {
 			continue
 		}
@@ -89,10 +92,13 @@ func tuneGC(ctx context.Context) {
 	}
 }
 
-// gcPercentFor is the growth target for a live heap of the given size.
-func gcPercentFor(live uint64) int {
-	if live >= largeHeap {
+// gcPercentFor is the growth target for a live heap of the given size, given the one set.
+func gcPercentFor(live uint64, current int) int {
+	switch {
+	case live >= largeHeap:
 		return largeHeapGCPercent
+	case live < smallHeap:
+		return smallHeapGCPercent
 	}
-	return smallHeapGCPercent
+	return current
 }

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -94,44 +95,26 @@ func resizeAll(ctx context.Context, c config, client versioned.Interface, admin 
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(jobNamespace))
 	informer := factory.Core().V1().Pods().Informer()
-	const byJob = "job"
-	if err := informer.AddIndexers(cache.Indexers{byJob: func(obj any) ([]string, error) {
-		return []string{obj.(*corev1.Pod).Labels["batch.tensorstack.dev/job-name"]}, nil
-	}}); err != nil {
-		return nil, nil, err
-	}
-	// check sees whether a job is at its new size, from the informer's cache.
-	check := func(job string) {
+	// A job is at its new size when, in the informer's cache, it has that many pods, all
+	// Running.
+	err = checkByJob(informer, func(job string, pods []any) {
 		mu.Lock()
 		defer mu.Unlock()
 		at, ok := asked[job]
 		if !ok || took[job] != 0 {
 			return
 		}
-		pods, _ := informer.GetIndexer().ByIndex(byJob, job)
-		running, all := 0, 0
+		n := 0
 		for _, obj := range pods {
-			p := obj.(*corev1.Pod)
-			all++
-			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-				running++
+			if p := obj.(*corev1.Pod); p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				n++
 			}
 		}
-		if running == size && all == size {
+		if n == size && len(pods) == size {
 			took[job] = time.Since(at)
 		}
-	}
-	onPod := func(obj any) {
-		if p, ok := obj.(*corev1.Pod); ok {
-			check(p.Labels["batch.tensorstack.dev/job-name"])
-		} else if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			if p, ok := d.Obj.(*corev1.Pod); ok {
-				check(p.Labels["batch.tensorstack.dev/job-name"])
-			}
-		}
-	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onPod,
-		UpdateFunc: func(_, obj any) { onPod(obj) }, DeleteFunc: onPod}); err != nil {
+	})
+	if err != nil {
 		return nil, nil, err
 	}
 	factory.Start(watchCtx.Done())
@@ -170,20 +153,13 @@ func resizeAll(ctx context.Context, c config, client versioned.Interface, admin 
 func quotaAt(ctx context.Context, admin *rest.Config, size int, mu *sync.Mutex, asked map[string]time.Time, held map[string]time.Duration) error {
 	factory := kueueinformers.NewSharedInformerFactoryWithOptions(kueueclient.NewForConfigOrDie(admin), 0, kueueinformers.WithNamespace(jobNamespace))
 	informer := factory.Kueue().V1beta2().Workloads().Informer()
-	const byJob = "job"
-	if err := informer.AddIndexers(cache.Indexers{byJob: func(obj any) ([]string, error) {
-		return []string{obj.(*kueue.Workload).Labels["batch.tensorstack.dev/job-name"]}, nil
-	}}); err != nil {
-		return err
-	}
-	check := func(job string) {
+	err := checkByJob(informer, func(job string, objs []any) {
 		mu.Lock()
 		defer mu.Unlock()
 		at, ok := asked[job]
 		if !ok || held[job] != 0 {
 			return
 		}
-		objs, _ := informer.GetIndexer().ByIndex(byJob, job)
 		holding, n := 0, int32(0)
 		for _, obj := range objs {
 			wl := obj.(*kueue.Workload)
@@ -197,22 +173,39 @@ func quotaAt(ctx context.Context, admin *rest.Config, size int, mu *sync.Mutex, 
 		if holding == 1 && n == int32(size) {
 			held[job] = time.Since(at)
 		}
-	}
-	onWorkload := func(obj any) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		if wl, ok := obj.(*kueue.Workload); ok {
-			check(wl.Labels["batch.tensorstack.dev/job-name"])
-		}
-	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onWorkload,
-		UpdateFunc: func(_, obj any) { onWorkload(obj) }, DeleteFunc: onWorkload}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	factory.Start(ctx.Done())
 	cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)
 	return nil
+}
+
+// checkByJob indexes an informer's objects by their job (the job-name label) and calls check
+// with a job's objects, from the informer's cache, at each event of one of them.
+func checkByJob(informer cache.SharedIndexInformer, check func(job string, objs []any)) error {
+	const byJob = "job"
+	jobOf := func(obj any) string {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if o, ok := obj.(metav1.Object); ok {
+			return o.GetLabels()["batch.tensorstack.dev/job-name"]
+		}
+		return ""
+	}
+	if err := informer.AddIndexers(cache.Indexers{byJob: func(obj any) ([]string, error) { return []string{jobOf(obj)}, nil }}); err != nil {
+		return err
+	}
+	on := func(obj any) {
+		if job := jobOf(obj); job != "" {
+			objs, _ := informer.GetIndexer().ByIndex(byJob, job)
+			check(job, objs)
+		}
+	}
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: on, UpdateFunc: func(_, obj any) { on(obj) }, DeleteFunc: on})
+	return err
 }
 
 // workersHeld is how many workers an admitted Workload holds quota for: the count Kueue

@@ -42,14 +42,7 @@ func TestRealInPlaceRestartInKueueWithANodeGoneBad(t *testing.T) {
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage, agentImage)
 	ctx := context.Background()
-	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "pytorch", "allreduce.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "scripts"}, Data: map[string]string{"allreduce.py": string(script)}}
-	if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	allreduceScripts(t, ns)
 	run := ddpByType(t, ns, "ddp-bad-node", queueFor(t, ns, 2))
 	workload := watchWorkload(t, ns, "genericjob-"+run.job.Name)
 	createJob(t, ns, run.job)

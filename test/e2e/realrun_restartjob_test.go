@@ -78,14 +78,7 @@ func TestRealWholeJobRestart(t *testing.T) {
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage, agentImage)
 	ctx := context.Background()
-	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "pytorch", "allreduce.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "scripts"}, Data: map[string]string{"allreduce.py": string(script)}}
-	if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	allreduceScripts(t, ns)
 	events := watchPods(t, ns)
 	recreate, inPlace := ddpJob(t, ns, "ddp", batch.RestartRecreate), ddpJob(t, ns, "ddp-in-place", batch.RestartInPlace)
 	// In place, a gang's PodGroup stays as it is: its pods stay.
@@ -155,6 +148,20 @@ func TestRealWholeJobRestart(t *testing.T) {
 	t.Logf("from rank 1's exit to every rank running again: recreated %.1fs, in place %.1fs", slow.Seconds(), fast.Seconds())
 	if fast > slow/2 {
 		t.Errorf("in place took %.1fs, more than half of recreating (%.1fs)", fast.Seconds(), slow.Seconds())
+	}
+}
+
+// allreduceScripts makes the ConfigMap "scripts" of the ddpRun jobs: examples/pytorch's
+// all-reduce.
+func allreduceScripts(t *testing.T, ns string) {
+	t.Helper()
+	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "pytorch", "allreduce.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "scripts"}, Data: map[string]string{"allreduce.py": string(script)}}
+	if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 

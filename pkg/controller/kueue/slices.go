@@ -243,23 +243,20 @@ func podSetCount(wl *kueue.Workload, name string) int32 {
 // recordSlices says in events what became of the job's slices in this sync: one asked for
 // (Growing), one that Kueue replaced and the job let go (Grown).
 func (a *Admitter) recordSlices(job engine.Job, n *note, r engine.Report) {
-	if g := n.grown; g != nil {
-		for _, o := range r.Decision.CreateObjects {
-			if wl, ok := o.(*kueue.Workload); ok && wl.Annotations[AnnotationSliceReplacementFor] != "" {
-				e := engine.ElasticOf(job.JobLifecycle())
-				held, _ := elasticHeld(g.replaces, e)
-				a.config.Recorder.Eventf(job, corev1.EventTypeNormal, "Growing",
-					"Asked Kueue for %s at %d replicas, with Workload %s replacing %s: the job runs %d until Kueue admits it",
-					e.Type, g.size, wl.Name, g.replaces.Name, held)
-			}
+	e := engine.ElasticOf(job.JobLifecycle())
+	if e == nil {
+		return
+	}
+	for _, o := range r.Decision.CreateObjects {
+		if wl, ok := o.(*kueue.Workload); ok && n.grown != nil && wl.Annotations[AnnotationSliceReplacementFor] != "" {
+			held, _ := elasticHeld(n.grown.replaces, e)
+			a.config.Recorder.Eventf(job, corev1.EventTypeNormal, "Growing",
+				"Asked Kueue for %s at %d replicas, with Workload %s replacing %s: the job runs %d until Kueue admits it",
+				e.Type, n.grown.size, wl.Name, n.grown.replaces.Name, held)
 		}
 	}
 	for _, o := range r.Decision.DeleteObjects {
-		if wl, ok := o.(*kueue.Workload); ok && replacedByKueue(wl) && n.wl != nil {
-			e := engine.ElasticOf(job.JobLifecycle())
-			if e == nil {
-				continue
-			}
+		if wl, ok := o.(*kueue.Workload); ok && n.wl != nil && replacedByKueue(wl) {
 			held, _ := elasticHeld(n.wl, e)
 			a.config.Recorder.Eventf(job, corev1.EventTypeNormal, "Grown",
 				"Kueue admitted Workload %s, which replaced %s: %s holds quota for %d replicas", n.wl.Name, wl.Name, e.Type, held)

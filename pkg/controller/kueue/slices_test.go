@@ -41,19 +41,27 @@ func replaced(wl *kueue.Workload) {
 	meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadFinished, Status: metav1.ConditionTrue, Reason: workloadSliceReplaced})
 }
 
+// partlyAdmitted is elasticQueueTest's job (4 workers, at least min) once Kueue has admitted
+// n of its workers, and the slice it asks for the rest with.
+func partlyAdmitted(t *testing.T, min, n int32) (*queueTest, *kueue.Workload) {
+	t.Helper()
+	s := elasticQueueTest(t, min)
+	s.Step(t)
+	s.kueueDecides(t, admitWorkers(n))
+	s.Step(t)
+	slice := s.workloadNamed(t, "genericjob-job-2")
+	if slice == nil {
+		t.Fatalf("no slice asked for: the job runs %d of the 4 workers it wants", n)
+	}
+	return s, slice
+}
+
 // A partly admitted elastic job asks for the rest with a slice that replaces its Workload,
 // and runs what it holds until Kueue admits the slice; then it makes the new workers, and
 // lets the old Workload go once Kueue has finished it.
 func TestElasticJobGrowsThroughASlice(t *testing.T) {
-	s := elasticQueueTest(t, 2)
-	s.Step(t)
+	s, slice := partlyAdmitted(t, 2, 2)
 	first := s.workload(t)
-	s.kueueDecides(t, admitWorkers(2))
-	s.Step(t)
-	slice := s.workloadNamed(t, "genericjob-job-2")
-	if slice == nil {
-		t.Fatal("no slice asked for: the job runs 2 of the 4 workers it wants")
-	}
 	if got, want := slice.Annotations, map[string]string{AnnotationElasticJob: "true", AnnotationSliceReplacementFor: "ns/genericjob-job", AnnotationSliceName: "genericjob-job"}; !hasAll(got, want) {
 		t.Errorf("slice annotations %v, want %v", got, want)
 	}
@@ -111,13 +119,7 @@ func TestElasticJobGrowsThroughASlice(t *testing.T) {
 // A slice that waits follows the size asked for: a new size makes a new slice in its place,
 // and a size the job's Workload holds needs none.
 func TestElasticSliceFollowsTheSizeAsked(t *testing.T) {
-	s := elasticQueueTest(t, 1)
-	s.Step(t)
-	s.kueueDecides(t, admitWorkers(1))
-	s.Step(t)
-	if s.workloadNamed(t, "genericjob-job-2") == nil {
-		t.Fatal("no slice asked for 4 workers")
-	}
+	s, _ := partlyAdmitted(t, 1, 1)
 	s.editSpec(t, func(j *batch.GenericJob) { j.Spec.Elastic.Replicas = 3 })
 	s.Step(t)
 	if s.workloadNamed(t, "genericjob-job-2") != nil {
@@ -138,13 +140,7 @@ func TestElasticSliceFollowsTheSizeAsked(t *testing.T) {
 
 // An evicted job drops the slice it waited for: it stops, and asks again once admitted.
 func TestEvictedJobDropsItsSlice(t *testing.T) {
-	s := elasticQueueTest(t, 2)
-	s.Step(t)
-	s.kueueDecides(t, admitWorkers(2))
-	s.Step(t)
-	if s.workloadNamed(t, "genericjob-job-2") == nil {
-		t.Fatal("no slice asked for")
-	}
+	s, _ := partlyAdmitted(t, 2, 2)
 	s.kueueDecides(t, func(wl *kueue.Workload) {
 		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "Preempted", Message: "Preempted to accommodate a workload"})
 	})
@@ -167,10 +163,7 @@ func hasAll(got, want map[string]string) bool {
 // with a Workload of its own that may be admitted down to its minimum: the evicted slice
 // would be readmitted only whole.
 func TestEvictedSliceIsAskedAnewWithItsMinimum(t *testing.T) {
-	s := elasticQueueTest(t, 2)
-	s.Step(t)
-	s.kueueDecides(t, admitWorkers(2))
-	s.Step(t)
+	s, _ := partlyAdmitted(t, 2, 2)
 	s.kueueDecidesOn(t, "genericjob-job-2", admit)
 	s.kueueDecidesOn(t, "genericjob-job", replaced)
 	s.Step(t)

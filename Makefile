@@ -25,8 +25,10 @@ OTHER_PKGS = $$(go list ./... | grep -v '/t9k-jobs/\(pkg\|cmd\)/')
 # a hang fails after 30 and .ci/run ends well inside CI's 90 (docs/testing.md, "make test").
 TEST_TIMEOUT ?= 30m
 # How many tests go test may run at once: the end-to-end tests limit themselves by what they
-# share (test/e2e/parallel_test.go), and one waiting for a share holds a place here.
-TEST_PARALLEL ?= 64
+# share (test/e2e/parallel_test.go), and one waiting for a share holds a place here, so this
+# is more than their 110 parallel tests: each waits in its share's queue from the start, and
+# the real node never idles for want of a test that go test has not let in yet.
+TEST_PARALLEL ?= 256
 
 # The controller's image (docs/install.md, "The image"): its name and tag default to those
 # manifests/kustomization.yaml gives the Deployment, so a loaded `make image` is what

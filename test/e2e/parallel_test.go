@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -43,13 +44,19 @@ var (
 	// Ready past Kueue's waitForPodsReady timeout, kwok's status of a new node after the
 	// test's own).
 	fakeNodes = newShare("the fake nodes", 2)
-	// realNode: one real run at a time: a run's processes (Python, torch, mpirun) use the
-	// machine's two cores, and with two at once MPIJobs' runs hung (docs/testing.md).
-	realNode = newShare("the real node", 1)
 	// multiKueue: one test at a time on MultiKueue's worker clusters: a test stops a worker's
 	// API server, and the workers' quotas are small.
 	multiKueue = newShare("MultiKueue's workers", 1)
+	// realNode: one real run at a time: a run's processes (Python, torch, mpirun) use the
+	// machine's two cores, and with two at once MPIJobs' runs hung (docs/testing.md). Last:
+	// its tests, one after another, are what the suite waits for at its end, so a test that
+	// uses another share too takes the real node only once it holds the other (holding the
+	// real node while waiting for MultiKueue's workers left it idle for two minutes).
+	realNode = newShare("the real node", 1)
 )
+
+// shareOrder is the order above, in which parallel takes a test's shares.
+var shareOrder = []*share{fakeNodes, multiKueue, realNode}
 
 // use is a weight of a share a test takes.
 type use struct {
@@ -64,13 +71,18 @@ func (s *share) all() use { return use{s, s.size} }
 func (s *share) one() use { return use{s, 1} }
 
 // parallel lets the test run beside the others once it holds what it uses, taken in the
-// order of the shares above; a test that names none takes a place on the fake nodes.
+// order of the shares above whatever the order named (so that no two tests wait on each
+// other); a test that names none takes a place on the fake nodes.
 func parallel(t *testing.T, uses ...use) {
 	t.Helper()
 	t.Parallel()
 	if len(uses) == 0 {
 		uses = []use{fakeNodes.one()}
 	}
+	uses = slices.Clone(uses)
+	slices.SortFunc(uses, func(a, b use) int {
+		return slices.Index(shareOrder, a.share) - slices.Index(shareOrder, b.share)
+	})
 	for _, u := range uses {
 		start := time.Now()
 		if err := u.share.sem.Acquire(context.Background(), u.weight); err != nil {

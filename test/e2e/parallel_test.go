@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"context"
-	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sync/semaphore"
 )
 
 // How the tests share the cluster (docs/testing.md, "Tests side by side").
@@ -29,34 +27,41 @@ import (
 // share is a part of the cluster that holds only so many tests at once.
 type share struct {
 	name string
-	sem  *semaphore.Weighted
 	size int64
+	used int64 // guarded by shares.mu
 }
 
 func newShare(name string, size int64) *share {
-	return &share{name: name, sem: semaphore.NewWeighted(size), size: size}
+	return &share{name: name, size: size}
 }
 
-// The shares, in the order a test takes them (so that no two tests wait on each other).
+// shares guards every share's count: a test takes all it uses at once, when all have room,
+// and holds none while it waits, so that no two tests wait on each other and no share
+// stands idle for a test that waits for another (MultiKueue's real MPIJob, which uses the
+// real node and MultiKueue's workers, once held the real node idle for two minutes while it
+// waited for the workers, and the other way round, the workers while it waited its turn on
+// the real node).
+var shares struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+}
+
+func init() { shares.cond = sync.NewCond(&shares.mu) }
+
+// The shares.
 var (
 	// fakeNodes: tests on the fake nodes, two at a time: beyond that, on two cores, the API
 	// server, kwok and the controller are so busy that a test's timing is the machine's (pods
 	// Ready past Kueue's waitForPodsReady timeout, kwok's status of a new node after the
 	// test's own).
 	fakeNodes = newShare("the fake nodes", 2)
+	// realNode: one real run at a time: a run's processes (Python, torch, mpirun) use the
+	// machine's two cores, and with two at once MPIJobs' runs hung (docs/testing.md).
+	realNode = newShare("the real node", 1)
 	// multiKueue: one test at a time on MultiKueue's worker clusters: a test stops a worker's
 	// API server, and the workers' quotas are small.
 	multiKueue = newShare("MultiKueue's workers", 1)
-	// realNode: one real run at a time: a run's processes (Python, torch, mpirun) use the
-	// machine's two cores, and with two at once MPIJobs' runs hung (docs/testing.md). Last:
-	// its tests, one after another, are what the suite waits for at its end, so a test that
-	// uses another share too takes the real node only once it holds the other (holding the
-	// real node while waiting for MultiKueue's workers left it idle for two minutes).
-	realNode = newShare("the real node", 1)
 )
-
-// shareOrder is the order above, in which parallel takes a test's shares.
-var shareOrder = []*share{fakeNodes, multiKueue, realNode}
 
 // use is a weight of a share a test takes.
 type use struct {
@@ -70,28 +75,54 @@ func (s *share) all() use { return use{s, s.size} }
 // one is one place of a share.
 func (s *share) one() use { return use{s, 1} }
 
-// parallel lets the test run beside the others once it holds what it uses, taken in the
-// order of the shares above whatever the order named (so that no two tests wait on each
-// other); a test that names none takes a place on the fake nodes.
+// parallel lets the test run beside the others once it holds what it uses, all taken at
+// once; a test that names none takes a place on the fake nodes.
 func parallel(t *testing.T, uses ...use) {
 	t.Helper()
 	t.Parallel()
 	if len(uses) == 0 {
 		uses = []use{fakeNodes.one()}
 	}
-	uses = slices.Clone(uses)
-	slices.SortFunc(uses, func(a, b use) int {
-		return slices.Index(shareOrder, a.share) - slices.Index(shareOrder, b.share)
-	})
-	for _, u := range uses {
-		start := time.Now()
-		if err := u.share.sem.Acquire(context.Background(), u.weight); err != nil {
-			t.Fatalf("waiting for %s: %v", u.share.name, err)
+	start := time.Now()
+	take(uses)
+	t.Cleanup(func() { give(uses) })
+	// hack/testsummary reads this line: the slowest tests are timed less their waits.
+	if waited := time.Since(start); waited > 100*time.Millisecond {
+		names := make([]string, len(uses))
+		for i, u := range uses {
+			names[i] = u.share.name
 		}
-		t.Cleanup(func() { u.share.sem.Release(u.weight) })
-		// hack/testsummary reads this line: the slowest tests are timed less their waits.
-		if waited := time.Since(start); waited > 100*time.Millisecond {
-			t.Logf("waited %.1fs for a place on %s", waited.Seconds(), u.share.name)
+		t.Logf("waited %.1fs for a place on %s", waited.Seconds(), strings.Join(names, " and "))
+	}
+}
+
+// take waits until every share has room for its use, and takes them all.
+func take(uses []use) {
+	shares.mu.Lock()
+	defer shares.mu.Unlock()
+	for !fits(uses) {
+		shares.cond.Wait()
+	}
+	for _, u := range uses {
+		u.share.used += u.weight
+	}
+}
+
+func fits(uses []use) bool {
+	for _, u := range uses {
+		if u.share.used+u.weight > u.share.size {
+			return false
 		}
 	}
+	return true
+}
+
+// give hands the uses back and wakes the tests that wait.
+func give(uses []use) {
+	shares.mu.Lock()
+	defer shares.mu.Unlock()
+	for _, u := range uses {
+		u.share.used -= u.weight
+	}
+	shares.cond.Broadcast()
 }

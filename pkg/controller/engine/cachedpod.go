@@ -77,7 +77,8 @@ type CachedContainer struct {
 func cachePod(o *corev1.Pod) *CachedPod {
 	p := &CachedPod{ObjectMeta: o.ObjectMeta, NodeName: o.Spec.NodeName, Phase: o.Status.Phase,
 		Reason: o.Status.Reason, Message: o.Status.Message, Ready: decision.PodReady(o)}
-	p.ManagedFields, p.Annotations, p.Labels = nil, nil, internKeys(o.Labels)
+	p.Annotations = nil
+	internChildMeta(&p.ObjectMeta)
 	p.Phase, p.Reason = corev1.PodPhase(intern(string(p.Phase))), intern(p.Reason)
 	p.Unscheduled = unscheduled(o)
 	if c, ok := decision.DisruptionTarget(o); ok {

@@ -16,15 +16,17 @@ import (
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision/decisiontest"
 )
 
-// keptPod is a pod as the benchmark keeps thousands of them: a finished replica with the
-// project's labels, as decoding gives it (every string its own copy).
+// keptPod is a pod as the benchmark keeps thousands of them: a finished replica of a job of
+// four, with the project's labels, as decoding gives it (every string its own copy).
 func keptPod(i int) *corev1.Pod {
-	name := fmt.Sprintf("job-%d-worker-0", i)
-	p := full(decisiontest.Pod(decoded(name), types.UID(fmt.Sprintf("uid-%d", i)), corev1.PodSucceeded, 0))
-	p.Labels = map[string]string{decoded(batch.LabelJobName): decoded(fmt.Sprintf("job-%d", i)),
-		decoded(batch.LabelReplicaType): decoded("worker"), decoded(batch.LabelReplicaIndex): decoded("0"),
-		decoded(batch.LabelControllerUID): decoded(fmt.Sprintf("job-uid-%d", i))}
-	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch.tensorstack.dev/v1beta1", Kind: "GenericJob", Name: "job", UID: "job-uid", Controller: new(bool)}}
+	job, jobUID, index := fmt.Sprintf("job-%d", i/4), fmt.Sprintf("1d76-4a65-ad59-job-uid-%012d", i/4), fmt.Sprint(i%4)
+	p := full(decisiontest.Pod(decoded(job+"-worker-"+index), types.UID(fmt.Sprintf("1d76-4a65-ad59-pod-uid-%012d", i)), corev1.PodSucceeded, 0))
+	p.Namespace = decoded("team-a")
+	p.Labels = map[string]string{decoded(batch.LabelJobName): decoded(job),
+		decoded(batch.LabelReplicaType): decoded("worker"), decoded(batch.LabelReplicaIndex): decoded(index),
+		decoded(batch.LabelControllerUID): decoded(jobUID), decoded(batch.LabelAttempt): decoded("1")}
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: decoded("batch.tensorstack.dev/v1beta1"), Kind: decoded("GenericJob"),
+		Name: decoded(job), UID: types.UID(decoded(jobUID)), Controller: new(bool), BlockOwnerDeletion: new(bool)}}
 	return p
 }
 

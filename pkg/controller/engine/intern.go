@@ -5,6 +5,8 @@ import (
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 )
@@ -15,7 +17,9 @@ import (
 // while some object still uses the copy it handed out, so a controller that runs for months
 // shares the strings of today's objects as it did those of its first, and a user's labels,
 // which are no small set, cost the table nothing once their objects are gone. Strings unique
-// to an object (names, UIDs) are never interned.
+// to an object (its name, its UID) are never interned; those a job's children share (the
+// job's name and UID, in their labels and owner reference) are: one table entry costs less
+// than the three copies a job of four pods saves.
 
 // internMaxLen leaves long strings (a failure's message) as decoded.
 const internMaxLen = 128
@@ -51,13 +55,33 @@ func internKeys(m map[string]string) map[string]string {
 	return out
 }
 
+// internChildMeta shares the common strings of a child's metadata, as the children's cache
+// keeps it: its namespace, its labels' keys and values (at most internMaxLen long), and its
+// owner references (the job's API version, kind, name and UID). Of a kept pod, 100 of some
+// 1,150 bytes in the cache (TestCachedPodSize).
+func internChildMeta(m *metav1.ObjectMeta) {
+	m.Namespace = intern(m.Namespace)
+	if len(m.Labels) > 0 {
+		labels := make(map[string]string, len(m.Labels))
+		for k, v := range m.Labels {
+			labels[intern(k)] = intern(v)
+		}
+		m.Labels = labels
+	}
+	for i := range m.OwnerReferences {
+		r := &m.OwnerReferences[i]
+		r.APIVersion, r.Kind, r.Name = intern(r.APIVersion), intern(r.Kind), intern(r.Name)
+		r.UID = types.UID(intern(string(r.UID)))
+	}
+}
+
 // sinceMark is in the messages that say since when replicas wait (decision/waiting.go): each
 // is its job's own, and would only fill the table.
 const sinceMark = "(since "
 
 // internStatus shares the strings of a job's status that come from small sets: conditions'
-// types, statuses, reasons and messages, replicas' phases, containers' names, states and
-// reasons.
+// types, statuses, reasons and messages, replicas' phases and nodes, containers' names,
+// states and reasons.
 func internStatus(s *batch.JobStatus) {
 	s.Phase = batch.JobPhase(intern(string(s.Phase)))
 	for i := range s.Conditions {
@@ -73,7 +97,7 @@ func internStatus(s *batch.JobStatus) {
 		t.Type = intern(t.Type)
 		for j := range t.Replicas {
 			r := &t.Replicas[j]
-			r.Phase = batch.ReplicaPhase(intern(string(r.Phase)))
+			r.Phase, r.Node = batch.ReplicaPhase(intern(string(r.Phase))), intern(r.Node)
 			for k := range r.Containers {
 				c := &r.Containers[k]
 				c.Name, c.State, c.Reason = intern(c.Name), batch.ContainerState(intern(string(c.State))), intern(c.Reason)

@@ -19,8 +19,9 @@ func decoded(s string) string { return strings.Clone(s) }
 
 func sameMemory(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
 
-// Two pods' label keys, and two jobs' condition strings, end up as one copy in the caches;
-// names and long messages are left as decoded.
+// Two pods' label keys, two pods of a job their labels' values and owner, and two jobs'
+// condition strings, end up as one copy in the caches; names, UIDs and long messages are
+// left as decoded.
 func TestCommonStringsAreShared(t *testing.T) {
 	podWith := func() *CachedPod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: decoded("job-worker-0"),
@@ -40,6 +41,27 @@ func TestCommonStringsAreShared(t *testing.T) {
 	}
 	if sameMemory(a.Name, b.Name) {
 		t.Error("a pod's name was interned")
+	}
+	// Two pods of one job share their namespace, their labels' values and their owner.
+	x0, x1 := keptPod(0), keptPod(1)
+	c0, _ := TrimChild(x0)
+	c1, _ := TrimChild(x1)
+	p0, p1 := c0.(*CachedPod), c1.(*CachedPod)
+	o0, o1 := p0.OwnerReferences[0], p1.OwnerReferences[0]
+	for what, pair := range map[string][2]string{
+		"namespace":                {p0.Namespace, p1.Namespace},
+		"job-name label":           {p0.Labels[batch.LabelJobName], p1.Labels[batch.LabelJobName]},
+		"controller-uid label":     {p0.Labels[batch.LabelControllerUID], p1.Labels[batch.LabelControllerUID]},
+		"owner's API version":      {o0.APIVersion, o1.APIVersion},
+		"owner's name":             {o0.Name, o1.Name},
+		"owner's UID as the label": {string(o0.UID), p1.Labels[batch.LabelControllerUID]},
+	} {
+		if pair[0] == "" || !sameMemory(pair[0], pair[1]) {
+			t.Errorf("two pods of one job keep their own copies of the %s %q", what, pair[0])
+		}
+	}
+	if sameMemory(string(p0.UID), string(p1.UID)) {
+		t.Error("a pod's UID was interned")
 	}
 
 	long := strings.Repeat("x", internMaxLen+1)

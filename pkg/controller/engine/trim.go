@@ -10,7 +10,8 @@ import (
 // what the engine reads, so that the caches of many jobs stay small (an admitter's kinds
 // trim further what their admitter does not read). What each kind keeps:
 //
-//   - every kind: the metadata, less managedFields;
+//   - every kind: the metadata, less managedFields (of a pod, a Service, a ConfigMap and a
+//     Deployment, with its common strings shared: internChildMeta);
 //   - Pod: a CachedPod, of its annotations only batch.AnnotationRunMode; spec.nodeName;
 //     status phase, reason, message, the Ready condition's status, the PodScheduled
 //     condition while it is False (reason, message, lastTransitionTime: why the pod waits),
@@ -30,10 +31,13 @@ func TrimChild(obj any) (any, error) {
 	case *corev1.Pod:
 		return cachePod(o), nil
 	case *corev1.Service:
+		internChildMeta(&o.ObjectMeta)
 		return &corev1.Service{ObjectMeta: o.ObjectMeta}, nil
 	case *corev1.ConfigMap:
+		internChildMeta(&o.ObjectMeta)
 		return &corev1.ConfigMap{ObjectMeta: o.ObjectMeta}, nil
 	case *appsv1.Deployment:
+		internChildMeta(&o.ObjectMeta)
 		return &appsv1.Deployment{ObjectMeta: o.ObjectMeta, Status: appsv1.DeploymentStatus{ReadyReplicas: o.Status.ReadyReplicas}}, nil
 	}
 	return obj, nil
@@ -44,14 +48,15 @@ func TrimChild(obj any) (any, error) {
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // TrimJob is the informer transform of the jobs' caches: a job keeps its spec, status, and
-// metadata less managedFields and kubectl's last-applied copy; its status's and labels' common
-// strings are shared (intern). A status write sends the whole
+// metadata less managedFields and kubectl's last-applied copy; its namespace and its status's
+// and labels' common strings are shared (intern). A status write sends the whole
 // cached job, but the API server takes only the status from it (the status subresource), so
 // nothing dropped here is lost.
 func TrimJob(obj any) (any, error) {
 	if job, ok := obj.(Job); ok {
 		internStatus(job.JobStatus())
 		job.SetLabels(internKeys(job.GetLabels()))
+		job.SetNamespace(intern(job.GetNamespace()))
 	}
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)

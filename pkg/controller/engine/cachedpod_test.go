@@ -33,7 +33,7 @@ func keptPod(i int) *corev1.Pod {
 // heapPerPod is the live heap, in bytes, that the cache holds per trimmed pod: the pods are
 // decoded and trimmed, and only what the trimmed copies hold stays.
 func heapPerPod(newPod func(int) *corev1.Pod) uint64 {
-	const n = 2000
+	const n = 8000
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -49,13 +49,14 @@ func heapPerPod(newPod func(int) *corev1.Pod) uint64 {
 
 // The size of a cached pod is the controller's memory: logged here, and bounded so that a
 // field added to CachedPod for every pod is a decision, not an accident. The bound is the
-// controller's as it is built: under the race detector a kept pod costs some 30 bytes more
-// (about 1060), and only the size is logged.
+// controller's as it is built (1,060-1,066 bytes in ten runs; 1,215 with the strings a job's
+// pods share kept as decoded): under the race detector a kept pod costs some 30 bytes more,
+// and only the size is logged.
 func TestCachedPodSize(t *testing.T) {
 	kept := heapPerPod(keptPod)
 	t.Logf("CachedPod: %d bytes of struct; a kept, finished pod: %d bytes in the cache", unsafe.Sizeof(CachedPod{}), kept)
-	if kept > 1050 && !raceDetector {
-		t.Errorf("a kept pod costs %d bytes in the cache, more than 1050", kept)
+	if kept > 1100 && !raceDetector {
+		t.Errorf("a kept pod costs %d bytes in the cache, more than 1100", kept)
 	}
 	waits := heapPerPod(func(i int) *corev1.Pod {
 		p := decisiontest.Unschedulable(keptPod(i), burstMessage)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -49,7 +51,10 @@ func printCPU(run string, elapsed time.Duration, usage func() map[string]float64
 		total += after[name] - before[name]
 	}
 	fmt.Printf(", in all %.1fs\n", total)
-	p := phase{elapsed: elapsed, cpu: total}
+	p := phase{elapsed: elapsed, cpu: total, byProcess: map[string]float64{}}
+	for _, name := range names {
+		p.byProcess[name] = after[name] - before[name]
+	}
 	for _, name := range fixedWork {
 		p.fixedCPU += after[name] - before[name]
 	}
@@ -175,4 +180,44 @@ func writes(requests requestCounts) (total, events float64) {
 func writesPerJob(requests requestCounts, jobs int) float64 {
 	total, _ := writes(requests)
 	return total / float64(jobs)
+}
+
+// reportCPUBound says what bounds the ratio to the raw loop when both runs keep the
+// machine's cores busy: each round's time ratio is then its CPU ratio, and the controller's
+// run costs more CPU by what the raw loop does not do (the jobs' creation and status writes
+// through the API server's CRD handler, the controller's own work), so a round's ratio moves
+// with the CPU that work took in it.
+func reportCPUBound(raws []phase, controllers []controllerRun, ratios []float64) {
+	fmt.Printf("cores busy (CPU seconds a second of the run), raw and controller, by round:")
+	for i := range raws {
+		fmt.Printf(" %.1f/%.1f", raws[i].cpu/raws[i].elapsed.Seconds(), controllers[i].cpu/controllers[i].elapsed.Seconds())
+	}
+	fmt.Printf("\nratio of CPU, controller/raw, by round:")
+	for i := range raws {
+		fmt.Printf(" %.2f", controllers[i].cpu/raws[i].cpu)
+	}
+	fmt.Printf(" (the time's: ")
+	for i, r := range ratios {
+		if i > 0 {
+			fmt.Print(" ")
+		}
+		fmt.Printf("%.2f", r)
+	}
+	fmt.Printf(")\nCPU the controller's run took beyond the raw loop's, by process and round:")
+	names := map[string]bool{}
+	for i := range raws {
+		for name := range raws[i].byProcess {
+			names[name] = true
+		}
+		for name := range controllers[i].byProcess {
+			names[name] = true
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		fmt.Printf("\n  %-24s", name)
+		for i := range raws {
+			fmt.Printf(" %+5.1fs", controllers[i].byProcess[name]-raws[i].byProcess[name])
+		}
+	}
+	fmt.Println()
 }

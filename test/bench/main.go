@@ -110,9 +110,10 @@ func main() {
 
 // phase is what one timed run measured.
 type phase struct {
-	elapsed  time.Duration
-	cpu      float64 // CPU seconds of every process of the run, summed
-	fixedCPU float64 // CPU seconds of fixedWork's processes
+	elapsed   time.Duration
+	cpu       float64            // CPU seconds of every process of the run, summed
+	fixedCPU  float64            // CPU seconds of fixedWork's processes
+	byProcess map[string]float64 // CPU seconds of each process
 }
 
 // controllerRun is a controller phase and what the controller reported of it.
@@ -255,6 +256,7 @@ func report(c config, raws []phase, controllers []controllerRun) {
 			}
 		}
 		fmt.Printf("\nCPU of every process, controller/raw: %.1fs / %.1fs = %.2f\n", median(ctlCPU), median(rawCPU), median(ctlCPU)/median(rawCPU))
+		reportCPUBound(raws, controllers, ratios)
 	}
 
 	// The controller's requests, summed over its runs.

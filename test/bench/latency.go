@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -149,13 +151,31 @@ type latencySummary struct {
 	firstPod50, firstPod99, running50, running99 time.Duration
 	rateLimit50, rateLimit99                     time.Duration
 	noFirstPod, noRunning                        int
+	// slowest are the three jobs slowest from their last pod Running to Running, told
+	// when the p99 misses its target: when, in the burst, each was created, its last pod
+	// ran and it said Running.
+	slowest []string
 }
+
+// runningTarget is the p99 of last pod Running → job Running the bench aims at.
+const runningTarget = 500 * time.Millisecond
 
 func (l *latencies) summary() latencySummary {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var s latencySummary
 	var firstPod, running []time.Duration
+	type late struct {
+		job                    string
+		created, last, running time.Time
+	}
+	var lates []late
+	start := time.Time{}
+	for _, created := range l.created {
+		if start.IsZero() || created.Before(start) {
+			start = created
+		}
+	}
 	for job, created := range l.created {
 		if t, ok := l.firstPod[job]; ok {
 			firstPod = append(firstPod, t.Sub(created))
@@ -166,6 +186,7 @@ func (l *latencies) summary() latencySummary {
 		t, ok2 := l.jobRunning[job]
 		if ok1 && ok2 {
 			running = append(running, t.Sub(last))
+			lates = append(lates, late{job, created, last, t})
 		} else {
 			s.noRunning++
 		}
@@ -176,12 +197,22 @@ func (l *latencies) summary() latencySummary {
 		s.rateLimit50, s.rateLimit99 = percentile(waits, 0.50), percentile(waits, 0.99)
 	}
 	s.running50, s.running99 = percentile(running, 0.50), percentile(running, 0.99)
+	if s.running99 > runningTarget {
+		slices.SortFunc(lates, func(a, b late) int { return cmp.Compare(b.running.Sub(b.last), a.running.Sub(a.last)) })
+		for _, j := range lates[:min(3, len(lates))] {
+			s.slowest = append(s.slowest, fmt.Sprintf("%s (created at %.1fs, its last pod Running at %.1fs, Running at %.1fs)",
+				j.job, j.created.Sub(start).Seconds(), j.last.Sub(start).Seconds(), j.running.Sub(start).Seconds()))
+		}
+	}
 	return s
 }
 
 func (s latencySummary) String() string {
 	text := fmt.Sprintf("creation → first pod p50 %s p99 %s (the client's rate limit alone: p50 %s p99 %s), last pod Running → job Running p50 %s p99 %s",
 		ms(s.firstPod50), ms(s.firstPod99), ms(s.rateLimit50), ms(s.rateLimit99), ms(s.running50), ms(s.running99))
+	if len(s.slowest) > 0 {
+		text += "; slowest: " + strings.Join(s.slowest, ", ")
+	}
 	if s.noFirstPod+s.noRunning > 0 {
 		text += fmt.Sprintf(" (jobs without a first pod: %d, without both Running times: %d)", s.noFirstPod, s.noRunning)
 	}

@@ -166,7 +166,8 @@ func (m *goneMemory) trimChild(obj any) (any, error) {
 // NewInformers makes the factory of the children's informers over kube, with options (a
 // namespace, a filter): each child is kept as TrimChild trims it, the last state of each
 // disrupted pod as the controllers read it when the pod is gone (above), and the failing
-// state of each pod that restarts in place (rememberFailing).
+// state of each pod that restarts in place (rememberFailing). The pods' watch resumes
+// when the API server ends it (resumingPods).
 func NewInformers(kube kubernetes.Interface, options ...informers.SharedInformerOption) Informers {
 	gone, failing := &goneMemory{}, &goneMemory{}
 	options = append(slices.Clip(options), informers.WithTransform(func(obj any) (any, error) {
@@ -176,7 +177,7 @@ func NewInformers(kube kubernetes.Interface, options ...informers.SharedInformer
 		}
 		return trimmed, err
 	}))
-	return Informers{Kube: informers.NewSharedInformerFactoryWithOptions(kube, 0, options...), gone: gone, failing: failing}
+	return Informers{Kube: informers.NewSharedInformerFactoryWithOptions(resumingPods{kube}, 0, options...), gone: gone, failing: failing}
 }
 
 // rememberFailing keeps the state of a pod that restarts in place while one of its containers

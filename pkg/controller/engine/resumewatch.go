@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/util/watchlist"
+	"k8s.io/klog/v2"
 )
 
 // The pods' watch outlives the API server's closes (docs/testing.md, "The benchmark").
@@ -113,6 +114,7 @@ func (r *resumingWatch) run(ctx context.Context, w watch.Interface, opts metav1.
 		if w, err = open(ctx, opts); err != nil {
 			return // the reflector sees its watch end, and opens the next itself
 		}
+		klog.FromContext(ctx).V(4).Info("Resumed the pods' watch the API server ended", "resourceVersion", opts.ResourceVersion, "after", wait)
 	}
 }
 

@@ -15,9 +15,10 @@ import (
 
 // The pods' watch outlives the API server's closes (docs/testing.md, "The benchmark").
 //
-// An API server whose cores are busy closes a watch whose events it cannot hand over fast
-// enough (its cacher's "watcher close due to unresponsiveness"): in a burst of new jobs, the
-// controller's pod watch, the busiest it has. client-go's reflector opens a new watch at
+// An API server whose cores are busy closes watches (most likely its cacher's "watcher close
+// due to unresponsiveness", for a watcher it cannot hand the events over to fast enough): in
+// a burst of new jobs, the controller's pod watch, the busiest it has, up to 11 times in
+// the benchmark's eight seconds. client-go's reflector opens a new watch at
 // once after a close, unless the close came within a second and before any event: that it
 // takes for an error, waits its backoff (0.8 to 1.6 s, doubling each time) and lists every
 // pod again, and until then the controller sees no pod change, so no job turns Running (a

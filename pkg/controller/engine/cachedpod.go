@@ -77,8 +77,7 @@ type CachedContainer struct {
 func cachePod(o *corev1.Pod) *CachedPod {
 	p := &CachedPod{ObjectMeta: o.ObjectMeta, NodeName: o.Spec.NodeName, Phase: o.Status.Phase,
 		Reason: o.Status.Reason, Message: o.Status.Message, Ready: decision.PodReady(o)}
-	p.Annotations = nil
-	internChildMeta(&p.ObjectMeta)
+	p.ManagedFields, p.Annotations = nil, nil
 	p.Phase, p.Reason = corev1.PodPhase(intern(string(p.Phase))), intern(p.Reason)
 	p.Unscheduled = unscheduled(o)
 	if c, ok := decision.DisruptionTarget(o); ok {

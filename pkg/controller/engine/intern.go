@@ -59,20 +59,22 @@ func internKeys(m map[string]string) map[string]string {
 // keeps it: its namespace, its labels' keys and values (at most internMaxLen long), and its
 // owner references (the job's API version, kind, name and UID). Of a kept pod, 100 of some
 // 1,150 bytes in the cache (TestCachedPodSize).
-func internChildMeta(m *metav1.ObjectMeta) {
-	m.Namespace = intern(m.Namespace)
-	if len(m.Labels) > 0 {
-		labels := make(map[string]string, len(m.Labels))
-		for k, v := range m.Labels {
+func internChildMeta(m metav1.Object) {
+	m.SetNamespace(intern(m.GetNamespace()))
+	if old := m.GetLabels(); len(old) > 0 {
+		labels := make(map[string]string, len(old))
+		for k, v := range old {
 			labels[intern(k)] = intern(v)
 		}
-		m.Labels = labels
+		m.SetLabels(labels)
 	}
-	for i := range m.OwnerReferences {
-		r := &m.OwnerReferences[i]
+	refs := m.GetOwnerReferences()
+	for i := range refs {
+		r := &refs[i]
 		r.APIVersion, r.Kind, r.Name = intern(r.APIVersion), intern(r.Kind), intern(r.Name)
 		r.UID = types.UID(intern(string(r.UID)))
 	}
+	m.SetOwnerReferences(refs)
 }
 
 // sinceMark is in the messages that say since when replicas wait (decision/waiting.go): each

@@ -153,9 +153,8 @@ func TestPodWatchWithoutAStartIsNotResumed(t *testing.T) {
 		}
 		w.Stop()
 	}
-	s := newServer()
-	s.fail, s.from = errors.New("refused"), []string{"x"} // every open fails
-	if _, err := resumeWatch(context.Background(), metav1.ListOptions{ResourceVersion: "10"}, s.open); err == nil {
+	refused := func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, errors.New("refused") }
+	if _, err := resumeWatch(context.Background(), metav1.ListOptions{ResourceVersion: "10"}, refused); err == nil {
 		t.Error("a failed first open was not returned")
 	}
 }

@@ -10,8 +10,8 @@ import (
 // what the engine reads, so that the caches of many jobs stay small (an admitter's kinds
 // trim further what their admitter does not read). What each kind keeps:
 //
-//   - every kind: the metadata, less managedFields (of a pod, a Service, a ConfigMap and a
-//     Deployment, with its common strings shared: internChildMeta);
+//   - every kind: the metadata, less managedFields, with its common strings shared
+//     (internChildMeta);
 //   - Pod: a CachedPod, of its annotations only batch.AnnotationRunMode; spec.nodeName;
 //     status phase, reason, message, the Ready condition's status, the PodScheduled
 //     condition while it is False (reason, message, lastTransitionTime: why the pod waits),
@@ -26,18 +26,16 @@ import (
 func TrimChild(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
+		internChildMeta(m)
 	}
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		return cachePod(o), nil
 	case *corev1.Service:
-		internChildMeta(&o.ObjectMeta)
 		return &corev1.Service{ObjectMeta: o.ObjectMeta}, nil
 	case *corev1.ConfigMap:
-		internChildMeta(&o.ObjectMeta)
 		return &corev1.ConfigMap{ObjectMeta: o.ObjectMeta}, nil
 	case *appsv1.Deployment:
-		internChildMeta(&o.ObjectMeta)
 		return &appsv1.Deployment{ObjectMeta: o.ObjectMeta, Status: appsv1.DeploymentStatus{ReadyReplicas: o.Status.ReadyReplicas}}, nil
 	}
 	return obj, nil

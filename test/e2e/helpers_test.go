@@ -190,11 +190,18 @@ func exampleMPIJob(t *testing.T, name string) *batch.MPIJob {
 // as `kubectl apply -k examples/mpi` does.
 func createMPIScript(t *testing.T, ns string) {
 	t.Helper()
-	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "mpi", "allreduce.py"))
+	allreduceConfigMap(t, ns, "mpi-allreduce-script", "mpi")
+}
+
+// allreduceConfigMap creates in ns the ConfigMap name holding examples/<example>'s
+// allreduce.py, the program the jobs of the real runs mount.
+func allreduceConfigMap(t *testing.T, ns, name, example string) {
+	t.Helper()
+	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", example, "allreduce.py"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mpi-allreduce-script"}, Data: map[string]string{"allreduce.py": string(script)}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"allreduce.py": string(script)}}
 	if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -48,14 +48,7 @@ func pytorchWithProgress(t *testing.T, ns string, workers int32) *batch.GenericJ
 	if out, err := kubectl("apply", "-n", ns, "-k", filepath.Join(repoRoot, "examples", "progress")); err != nil {
 		t.Fatalf("kubectl apply -k examples/progress: %v: %s", err, out)
 	}
-	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "pytorch", "allreduce.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "pytorch-allreduce-script"}, Data: map[string]string{"allreduce.py": string(script)}}
-	if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	allreduceConfigMap(t, ns, "pytorch-allreduce-script", "pytorch")
 	data, err := os.ReadFile(filepath.Join(repoRoot, "examples", "pytorch", "allreduce.yaml"))
 	if err != nil {
 		t.Fatal(err)

@@ -155,14 +155,7 @@ func TestRealWholeJobRestart(t *testing.T) {
 // all-reduce.
 func allreduceScripts(t *testing.T, ns string) {
 	t.Helper()
-	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "pytorch", "allreduce.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "scripts"}, Data: map[string]string{"allreduce.py": string(script)}}
-	if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	allreduceConfigMap(t, ns, "scripts", "pytorch")
 }
 
 // ddpRun is one DDP job of TestRealWholeJobRestart and the hostPath directory its ranks stamp

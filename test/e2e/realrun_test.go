@@ -565,14 +565,7 @@ func killFirstRun(t *testing.T, ns, pod, container string) {
 // workers and the launcher (the training image has no ColossalAI).
 func realColossalAIJob(t *testing.T, ns, name string) *batch.ColossalAIJob {
 	t.Helper()
-	script, err := os.ReadFile(filepath.Join(repoRoot, "examples", "pytorch", "allreduce.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "scripts"}, Data: map[string]string{"allreduce.py": string(script)}}
-	if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	allreduceScripts(t, ns)
 	standIn, err := filepath.Abs(filepath.Join(repoRoot, "test", "colossalai"))
 	if err != nil {
 		t.Fatal(err)

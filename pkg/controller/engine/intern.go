@@ -13,10 +13,14 @@ import (
 
 // Every decoded object brings its own copy of each string: the same label keys on every pod,
 // the same condition types, reasons and messages on every job. The caches' transforms replace
-// such strings by one shared copy, Go's unique package's: its table holds each string only
-// while some object still uses the copy it handed out, so a controller that runs for months
-// shares the strings of today's objects as it did those of its first, and a user's labels,
-// which are no small set, cost the table nothing once their objects are gone. Strings unique
+// such strings by one shared copy, Go's unique package's. Its table holds a string while a
+// unique.Handle to it lives, and the caches keep only the string: an entry lasts until the
+// next garbage collection after its last use, so the objects decoded between two collections
+// share one copy and a later one makes a new copy (at most one per collection, where a
+// burst decodes thousands of objects). The table never fills: a controller that runs for
+// months shares the strings of today's objects as it did those of its first, and a user's
+// labels, which are no small set, cost the table nothing once their objects are gone. The
+// label maps of pods and Services are shared whole (shareLabels), and last while used. Strings unique
 // to an object (its name, its UID) are never interned; those a job's children share (the
 // job's name and UID, in their labels and owner reference) are: one table entry costs less
 // than the three copies a job of four pods saves.
@@ -56,18 +60,10 @@ func internKeys(m map[string]string) map[string]string {
 }
 
 // internChildMeta shares the common strings of a child's metadata, as the children's cache
-// keeps it: its namespace, its labels' keys and values (at most internMaxLen long), and its
-// owner references (the job's API version, kind, name and UID). Of a kept pod, 100 of some
-// 1,150 bytes in the cache (TestCachedPodSize).
+// keeps it: its namespace and its owner references (the job's API version, kind, name and
+// UID). Its labels are shared by internLabels, or as a whole map (shareLabels).
 func internChildMeta(m metav1.Object) {
 	m.SetNamespace(intern(m.GetNamespace()))
-	if old := m.GetLabels(); len(old) > 0 {
-		labels := make(map[string]string, len(old))
-		for k, v := range old {
-			labels[intern(k)] = intern(v)
-		}
-		m.SetLabels(labels)
-	}
 	refs := m.GetOwnerReferences()
 	for i := range refs {
 		r := &refs[i]
@@ -75,6 +71,17 @@ func internChildMeta(m metav1.Object) {
 		r.UID = types.UID(intern(string(r.UID)))
 	}
 	m.SetOwnerReferences(refs)
+}
+
+// internLabels shares a child's labels' keys and values (at most internMaxLen long).
+func internLabels(m metav1.Object) {
+	if old := m.GetLabels(); len(old) > 0 {
+		labels := make(map[string]string, len(old))
+		for k, v := range old {
+			labels[intern(k)] = intern(v)
+		}
+		m.SetLabels(labels)
+	}
 }
 
 // sinceMark is in the messages that say since when replicas wait (decision/waiting.go): each

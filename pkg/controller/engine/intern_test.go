@@ -2,9 +2,12 @@ package engine
 
 import (
 	"fmt"
+	"maps"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
@@ -49,12 +52,11 @@ func TestCommonStringsAreShared(t *testing.T) {
 	p0, p1 := c0.(*CachedPod), c1.(*CachedPod)
 	o0, o1 := p0.OwnerReferences[0], p1.OwnerReferences[0]
 	for what, pair := range map[string][2]string{
-		"namespace":                {p0.Namespace, p1.Namespace},
-		"job-name label":           {p0.Labels[batch.LabelJobName], p1.Labels[batch.LabelJobName]},
-		"controller-uid label":     {p0.Labels[batch.LabelControllerUID], p1.Labels[batch.LabelControllerUID]},
-		"owner's API version":      {o0.APIVersion, o1.APIVersion},
-		"owner's name":             {o0.Name, o1.Name},
-		"owner's UID as the label": {string(o0.UID), p1.Labels[batch.LabelControllerUID]},
+		"namespace":            {p0.Namespace, p1.Namespace},
+		"job-name label":       {p0.Labels[batch.LabelJobName], p1.Labels[batch.LabelJobName]},
+		"controller-uid label": {p0.Labels[batch.LabelControllerUID], p1.Labels[batch.LabelControllerUID]},
+		"owner's API version":  {o0.APIVersion, o1.APIVersion},
+		"owner's name":         {o0.Name, o1.Name},
 	} {
 		if pair[0] == "" || !sameMemory(pair[0], pair[1]) {
 			t.Errorf("two pods of one job keep their own copies of the %s %q", what, pair[0])
@@ -96,4 +98,65 @@ func TestStringsAreSharedAfterManyDistinctOnes(t *testing.T) {
 			t.Error("a string common to two objects decoded late is kept twice")
 		}
 	}
+}
+
+// The pods of one replica type and attempt of a job keep one label map, less their rank, as
+// do its Services of one type; another type's pods have their own; and the table forgets a
+// map once the objects that used it are gone.
+func TestLabelsSharedByAJobsPods(t *testing.T) {
+	trimmed := func(o any) metav1.Object {
+		kept, _ := TrimChild(o)
+		return kept.(metav1.Object)
+	}
+	labelsOf := func(o metav1.Object) map[string]string { return o.GetLabels() }
+	// Job 90,000's pods (keptPod: jobs of four), a replica of another type, and two Services.
+	p0, p1 := trimmed(keptPod(360000)), trimmed(keptPod(360001))
+	launcher := keptPod(360002)
+	launcher.Labels[batch.LabelReplicaType] = "launcher"
+	other := trimmed(launcher)
+	service := func(rank string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: decoded("job-90000-worker-" + rank), Labels: map[string]string{
+			decoded(batch.LabelJobName): decoded("job-90000"), decoded(batch.LabelReplicaType): decoded("worker"),
+			decoded(batch.LabelReplicaIndex): decoded(rank), decoded(batch.LabelControllerUID): decoded("1d76-4a65-ad59-job-uid-000000090000")}}}
+	}
+	s0, s1 := trimmed(service("0")), trimmed(service("1"))
+
+	if !sameMap(labelsOf(p0), labelsOf(p1)) || !sameMap(labelsOf(s0), labelsOf(s1)) {
+		t.Error("two pods (or two Services) of one replica type keep a label map each")
+	}
+	if sameMap(labelsOf(p0), labelsOf(other)) || labelsOf(other)[batch.LabelReplicaType] != "launcher" {
+		t.Errorf("a launcher's labels %v are the workers' map", labelsOf(other))
+	}
+	want := map[string]string{batch.LabelJobName: "job-90000", batch.LabelReplicaType: "worker",
+		batch.LabelControllerUID: "1d76-4a65-ad59-job-uid-000000090000", batch.LabelAttempt: "1"}
+	if got := labelsOf(p1); !maps.Equal(got, want) {
+		t.Errorf("a cached pod's labels: %v, want %v (its own but the rank)", got, want)
+	}
+	if _, ok := labelsOf(s1)[batch.LabelReplicaIndex]; ok {
+		t.Errorf("a cached Service keeps its rank: %v", labelsOf(s1))
+	}
+
+	held := func() bool {
+		sharedLabels.Lock()
+		defer sharedLabels.Unlock()
+		_, ok := sharedLabels.byKey[labelsKey(want)]
+		return ok
+	}
+	if !held() {
+		t.Fatal("the table does not hold the workers' map while their pods use it")
+	}
+	runtime.KeepAlive([]any{p0, p1, other, s0, s1})
+	deadline := time.Now().Add(10 * time.Second)
+	for held() && time.Now().Before(deadline) {
+		runtime.GC() // a freed object's release runs after the collection that freed it
+		runtime.Gosched()
+	}
+	if held() {
+		t.Error("the table still holds the workers' map 10s after the pods that used it were freed")
+	}
+}
+
+// sameMap says whether a and b are one map.
+func sameMap(a, b map[string]string) bool {
+	return a != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }

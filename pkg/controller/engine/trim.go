@@ -11,7 +11,8 @@ import (
 // trim further what their admitter does not read). What each kind keeps:
 //
 //   - every kind: the metadata, less managedFields, with its common strings shared
-//     (internChildMeta);
+//     (internChildMeta); of pods and Services, the labels less the rank, one map shared by
+//     all with the same labels (shareLabels);
 //   - Pod: a CachedPod, of its annotations only batch.AnnotationRunMode; spec.nodeName;
 //     status phase, reason, message, the Ready condition's status, the PodScheduled
 //     condition while it is False (reason, message, lastTransitionTime: why the pod waits),
@@ -30,9 +31,18 @@ func TrimChild(obj any) (any, error) {
 	}
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		return cachePod(o), nil
+		p := cachePod(o)
+		p.Labels = shareLabels(p, o.Labels)
+		return p, nil
 	case *corev1.Service:
-		return &corev1.Service{ObjectMeta: o.ObjectMeta}, nil
+		s := &corev1.Service{ObjectMeta: o.ObjectMeta}
+		s.Labels = shareLabels(s, o.Labels)
+		return s, nil
+	}
+	if m, ok := obj.(metav1.Object); ok {
+		internLabels(m)
+	}
+	switch o := obj.(type) {
 	case *corev1.ConfigMap:
 		return &corev1.ConfigMap{ObjectMeta: o.ObjectMeta}, nil
 	case *appsv1.Deployment:

@@ -109,9 +109,10 @@ func FuzzColossalAIRun(f *testing.F) {
 			return
 		}
 		argv := plan.Groups[0].Template(0).Spec.Containers[0].Command
-		if !reflect.DeepEqual(argv, Run(j.Name, spec)) {
-			t.Fatalf("the launcher runs %q, Run says %q", argv, Run(j.Name, spec))
+		if want := launcher.WaitForHosts(Run(j.Name, spec)); !reflect.DeepEqual(argv, want) {
+			t.Fatalf("the launcher runs %q, want %q (Run, once the hosts resolve)", argv, want)
 		}
+		argv = argv[len(launcher.WaitForHosts(nil)):]
 		want := []string{"colossalai", "run", "--hostfile", launcher.HostfilePath, "--master_addr", launcher.WorkerHost(j.Name, 0),
 			"--master_port", fmt.Sprint(MasterPort), "--nproc_per_node", fmt.Sprint(procs)}
 		rest := argv[len(want):]

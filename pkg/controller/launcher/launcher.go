@@ -126,9 +126,33 @@ func (j Layout) Launcher(pod corev1.PodTemplateSpec, mainContainer string) engin
 		Template: func(int32) corev1.PodTemplateSpec {
 			t := *pod.DeepCopy()
 			j.mountSSH(&t.Spec, true)
+			for i := range t.Spec.Containers {
+				if c := &t.Spec.Containers[i]; c.Name == mainContainer {
+					c.Command = WaitForHosts(c.Command)
+				}
+			}
 			return t
 		},
 	}
+}
+
+// waitForHosts is the shell that runs before the launcher's command: a worker's name resolves
+// once its DNS record is published, which follows its pod's address by a moment, and on a
+// busy cluster may follow its readiness (the launcher is made once every worker is Ready):
+// ssh would then fail mpirun (or colossalai run) on a name it cannot resolve yet. It waits
+// for every host of the hostfile to resolve, a minute at most, then runs the command; an
+// image without getent runs it at once. No $( in it: the kubelet would read that as a
+// variable reference.
+const waitForHosts = `command -v getent >/dev/null 2>&1 || exec "$@"
+while read -r host _; do
+  n=0
+  until getent hosts "$host" >/dev/null 2>&1 || [ "$n" -ge 60 ]; do n=` + "`expr $n + 1`" + `; sleep 1; done
+done <` + HostfilePath + `
+exec "$@"`
+
+// WaitForHosts is the launcher's command run once the hostfile's hosts resolve (waitForHosts).
+func WaitForHosts(command []string) []string {
+	return append([]string{"/bin/sh", "-c", waitForHosts, "wait-for-hosts"}, command...)
 }
 
 // mountSSH mounts the job's SSH Secret at authMountPath in every container, and in the

@@ -27,7 +27,7 @@ const debugHintPrefix = "Start the run with: "
 // key and known_hosts (StrictHostKeyChecking yes) and prints the all-reduce of 9 ranks, 3 on
 // each worker; the job is still running afterwards.
 func TestRealDebugMPIJob(t *testing.T) {
-	parallel(t, realNode.one())
+	parallel(t, realNode.all())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	if out, err := kubectl("apply", "-n", ns, "-k", filepath.Join(repoRoot, "examples", "mpi")); err != nil {
@@ -70,7 +70,7 @@ func TestRealDebugMPIJob(t *testing.T) {
 // run with kubectl exec in the launcher, runs `colossalai run` (test/colossalai's stand-in)
 // over both workers through SSH with host keys checked: a gloo all-reduce of 4 processes.
 func TestRealDebugColossalAIJob(t *testing.T) {
-	parallel(t, realNode.one())
+	parallel(t, realNode.all())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	job := realColossalAIJob(t, ns, "colossal-debug")

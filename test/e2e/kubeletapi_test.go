@@ -68,7 +68,7 @@ func containerState(ctx context.Context, ns, pod, container string) (corev1.Cont
 // MPIJob, on the real node in the training image) shows mpirun's output, the 9 ranks'
 // results, as the kubelet wrote it to its log file.
 func TestKubeletLogsMPILauncher(t *testing.T) {
-	parallel(t, realNode.one())
+	parallel(t, realNode.all())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	createMPIScript(t, ns)

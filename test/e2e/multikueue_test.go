@@ -628,7 +628,7 @@ const realMKQueue = "to-real-node"
 // the copy's pods run on the real node, in the training image, and the manager's job ends
 // Succeeded as the copy did.
 func TestMultiKueueRealMPIJob(t *testing.T) {
-	workers := parallelMultiKueue(t, realNode.one(), multiKueue.all())
+	workers := parallelMultiKueue(t, realNode.all(), multiKueue.all())
 	ns := mkNamespace(t, workers)
 	needRealNode(t, ns, trainingImage)
 	ctx := context.Background()

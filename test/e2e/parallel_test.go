@@ -55,9 +55,12 @@ var (
 	// Ready past Kueue's waitForPodsReady timeout, kwok's status of a new node after the
 	// test's own).
 	fakeNodes = newShare("the fake nodes", 2)
-	// realNode: one real run at a time: a run's processes (Python, torch, mpirun) use the
-	// machine's two cores, and with two at once MPIJobs' runs hung (docs/testing.md).
-	realNode = newShare("the real node", 1)
+	// realNode: one real run at a time, which takes it all: a run's processes (Python,
+	// torch, mpirun) use the machine's two cores, and with two at once MPIJobs' runs hung
+	// (docs/testing.md). A test whose pods only run a shell, sleep or a probe (the kubelet's
+	// API, its probes, limits and kills) takes one of its two places: two such tests run
+	// side by side, never one beside a real run.
+	realNode = newShare("the real node", 2)
 	// multiKueue: one test at a time on MultiKueue's worker clusters: a test stops a worker's
 	// API server, and the workers' quotas are small.
 	multiKueue = newShare("MultiKueue's workers", 1)

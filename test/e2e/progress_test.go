@@ -78,7 +78,7 @@ type progressSeen struct {
 // line per pod by its UID while the job runs, at most one status write per job every 5 s,
 // and the job ends Succeeded at 100%, step 20 of 20, with the reported metric.
 func TestProgressReportedByARealRun(t *testing.T) {
-	parallel(t, realNode.one())
+	parallel(t, realNode.all())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	job := pytorchWithProgress(t, ns, 2)

@@ -52,7 +52,7 @@ func lastWorld(ns, pod string) (world, step int) {
 // keep their UIDs throughout, no restart is counted, and the job succeeds.
 func TestRealElasticTraining(t *testing.T) {
 	client := useKueue(t)
-	parallel(t, realNode.one())
+	parallel(t, realNode.all())
 	ns := namespace(t)
 	queue := queueOfCPU(t, ns, cluster.KueueResourceFlavor, "200m")
 	needRealNode(t, ns, trainingImage)

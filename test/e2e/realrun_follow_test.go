@@ -16,7 +16,7 @@ import (
 // resumed, runs mpirun over the 2 workers it has: the hostfile follows the spec before the
 // launcher starts, and the ranks land on both hosts and nowhere else.
 func TestRealMPIJobResizedWhilePaused(t *testing.T) {
-	parallel(t, realNode.one())
+	parallel(t, realNode.all())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	example := filepath.Join(repoRoot, "examples", "mpi")

@@ -38,7 +38,7 @@ var unusableTaint = corev1.Taint{Key: "test.batch.tensorstack.dev/unusable", Val
 // throughout: never evicted nor requeued, its Admitted condition unchanged since admission.
 func TestRealInPlaceRestartInKueueWithANodeGoneBad(t *testing.T) {
 	client := useKueue(t)
-	parallel(t, realNode.one())
+	parallel(t, realNode.all())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage, agentImage)
 	ctx := context.Background()

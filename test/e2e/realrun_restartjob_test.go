@@ -74,7 +74,7 @@ func watchPods(t *testing.T, ns string) func() []podEvent {
 // grace of 2 s: the time from rank 1's exit to every rank running again is reported for both,
 // and in place takes at most half of recreating.
 func TestRealWholeJobRestart(t *testing.T) {
-	parallel(t, realNode.one())
+	parallel(t, realNode.all())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage, agentImage)
 	ctx := context.Background()

@@ -24,7 +24,7 @@ const stallDeadline = 10
 // Stalled condition False again, each replica restarted once and the job once. The pods
 // have no probes and change nothing once silent: the clock alone finds the stall.
 func TestRealStalledJobRestartsWhole(t *testing.T) {
-	parallel(t, realNode.one())
+	parallel(t, realNode.all())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	marker := filepath.Join(os.TempDir(), "t9k-e2e-stall-"+ns)

@@ -44,7 +44,7 @@ func waitGenericPhase(t *testing.T, ns, name string, phase batch.JobPhase) *batc
 // MASTER_ADDR and MASTER_PORT from the GenericJob's variables) succeeds, and every replica's
 // log shows the reduced value.
 func TestRealPyTorchJob(t *testing.T) {
-	parallel(t, realNode.one())
+	parallel(t, realNode.all())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	if out, err := kubectl("apply", "-n", ns, "-k", filepath.Join(repoRoot, "examples", "pytorch")); err != nil {
@@ -169,7 +169,7 @@ func podIsReady(p *corev1.Pod) bool {
 // still in their grace period resumes: the SIGKILL that ends them (exit code 137) is the
 // pause's, not a failure of the replicas.
 func TestRealPauseAndDelete(t *testing.T) {
-	parallel(t, realNode.one())
+	parallel(t, realNode.all())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	const marker = "sleep 6110"
@@ -297,7 +297,7 @@ func TestRealPauseAndDelete(t *testing.T) {
 // ranks run where sshd started them, in that pod's namespaces). A program that exits non-zero
 // on one rank ends the job Failed, with the code.
 func TestRealMPIJob(t *testing.T) {
-	parallel(t, realNode.one())
+	parallel(t, realNode.all())
 	realMPIJob(t)
 }
 
@@ -352,7 +352,7 @@ func realMPIJob(t *testing.T) {
 // ColossalAI's does) with the controller's command: a real torch.distributed run of
 // procPerWorker processes on each of 2 workers, a gloo all-reduce over 4 processes.
 func TestRealColossalAIJob(t *testing.T) {
-	parallel(t, realNode.one())
+	parallel(t, realNode.all())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	job := realColossalAIJob(t, ns, "colossal")
@@ -384,7 +384,7 @@ func TestRealColossalAIJob(t *testing.T) {
 // master and 2 workers form the collective from the env the controller gives them, and the
 // master checks the model's accuracy.
 func TestRealXGBoostJob(t *testing.T) {
-	parallel(t, realNode.one())
+	parallel(t, realNode.all())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	if out, err := kubectl("apply", "-n", ns, "-k", filepath.Join(repoRoot, "examples", "xgboost")); err != nil {
@@ -418,7 +418,7 @@ func TestRealXGBoostJob(t *testing.T) {
 // image: the program is test/tensorflow's stand-in, mounted by hostPath, which proves the
 // cluster TF_CONFIG describes, not TensorFlow's training.
 func TestRealTensorFlowJob(t *testing.T) {
-	parallel(t, realNode.one())
+	parallel(t, realNode.all())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	program, err := filepath.Abs(filepath.Join(repoRoot, "test", "tensorflow"))

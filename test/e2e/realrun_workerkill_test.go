@@ -18,7 +18,7 @@ import (
 // mpirun exits with an error a moment later. The job fails naming the worker, with the exit
 // code the kubelet reports (137), however the two ends reach the controller.
 func TestRealMPIWorkerKilled(t *testing.T) {
-	parallel(t, realNode.one())
+	parallel(t, realNode.all())
 	ns := namespace(t)
 	needRealNode(t, ns, trainingImage)
 	job := exampleMPIJob(t, "mpi-killed")

@@ -154,17 +154,21 @@ func stopMultiKueue(failed bool) {
 	mkState.once.Do(func() {}) // none started: none to start later
 	workers := mkState.workers
 	mkState.workers = nil
+	var stopped sync.WaitGroup // the workers stop side by side: each waits on its own processes
 	for _, w := range workers {
-		if w.controller != nil {
-			_ = w.controller.Stop(10 * time.Second)
-		}
-		_ = w.cluster.Stop()
-		if failed {
-			fmt.Fprintf(os.Stderr, "e2e: %s's logs kept in %s\n", w.name, filepath.Join(w.cluster.Dir, "logs"))
-		} else {
-			_ = os.RemoveAll(w.cluster.Dir)
-		}
+		stopped.Go(func() {
+			if w.controller != nil {
+				_ = w.controller.Stop(10 * time.Second)
+			}
+			_ = w.cluster.Stop()
+			if failed {
+				fmt.Fprintf(os.Stderr, "e2e: %s's logs kept in %s\n", w.name, filepath.Join(w.cluster.Dir, "logs"))
+			} else {
+				_ = os.RemoveAll(w.cluster.Dir)
+			}
+		})
 	}
+	stopped.Wait()
 }
 
 // waitWorkerActive waits until the manager's MultiKueue reaches a worker (its

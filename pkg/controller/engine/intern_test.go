@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"reflect"
@@ -12,6 +13,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
 	"github.com/t9k-jobs/t9k-jobs/pkg/controller/decision/decisiontest"
@@ -159,4 +163,34 @@ func TestLabelsSharedByAJobsPods(t *testing.T) {
 // sameMap says whether a and b are one map.
 func sameMap(a, b map[string]string) bool {
 	return a != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// The informers' caches share the label maps as the transform does: two pods and two
+// Services of one job, listed through NewInformers, keep one map per kind.
+func TestInformersShareAJobsLabels(t *testing.T) {
+	var objs []kruntime.Object
+	for rank := range 2 {
+		labels := map[string]string{batch.LabelJobName: "job", batch.LabelReplicaType: "worker",
+			batch.LabelReplicaIndex: fmt.Sprint(rank), batch.LabelControllerUID: "job-uid"}
+		name := fmt.Sprintf("job-worker-%d", rank)
+		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: maps.Clone(labels)}},
+			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: maps.Clone(labels)}})
+	}
+	kube := fake.NewClientset(objs...)
+	f := NewInformers(kube).Kube
+	pods, services := f.Core().V1().Pods().Informer().GetIndexer(), f.Core().V1().Services().Informer().GetIndexer()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	for kind, store := range map[string]cache.Indexer{"pods": pods, "Services": services} {
+		a, _, _ := store.GetByKey("ns/job-worker-0")
+		b, _, _ := store.GetByKey("ns/job-worker-1")
+		if a == nil || b == nil {
+			t.Fatalf("the %s' cache holds %v and %v", kind, a, b)
+		}
+		if la, lb := a.(metav1.Object).GetLabels(), b.(metav1.Object).GetLabels(); !sameMap(la, lb) {
+			t.Errorf("the two %s of the job keep a label map each: %v, %v", kind, la, lb)
+		}
+	}
 }

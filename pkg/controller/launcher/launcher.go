@@ -140,12 +140,12 @@ func (j Layout) Launcher(pod corev1.PodTemplateSpec, mainContainer string) engin
 // once its DNS record is published, which follows its pod's address by a moment, and on a
 // busy cluster may follow its readiness (the launcher is made once every worker is Ready):
 // ssh would then fail mpirun (or colossalai run) on a name it cannot resolve yet. It waits
-// for every host of the hostfile to resolve, a minute at most, then runs the command; an
-// image without getent runs it at once. No $( in it: the kubelet would read that as a
-// variable reference.
+// for every host of the hostfile to resolve, a minute at most in all, then runs the
+// command; an image without getent runs it at once. No $( in it: the kubelet would read
+// that as a variable reference.
 const waitForHosts = `command -v getent >/dev/null 2>&1 || exec "$@"
+n=0
 while read -r host _; do
-  n=0
   until getent hosts "$host" >/dev/null 2>&1 || [ "$n" -ge 60 ]; do n=` + "`expr $n + 1`" + `; sleep 1; done
 done <` + HostfilePath + `
 exec "$@"`

@@ -237,7 +237,9 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 
 	// 7. What each replica does, now that the outcome is known (replicas.go); the node a
 	// replica's pod ended on, when the ending points at it, is avoided from then on (nodes.go).
+	// A gang's new pods wait while an old pod of the gang goes (gangwait.go).
 	var failedNames []string
+	gangWaits, gangLeft := x.gangWait(pods)
 	for _, r := range all {
 		c := x.carryOut(r)
 		stampAttempt(r)
@@ -257,6 +259,10 @@ func Decide(job Job, plan *Plan, children Children, admission *Verdict, now time
 			// The whole job restarts: no new pod meets an old one. A replica whose restart is
 			// counted keeps its status (Deleted, its old pod's UID) and is created by a later
 			// decision, once every old pod is gone.
+		case c.create && gangWaits && x.inGang(r):
+			// Made with the rest of its gang, once the gang's old pods are gone: as above, the
+			// replica keeps its status until then.
+			lookAgain(gangLeft)
 		case c.create:
 			d.CreatePods = append(d.CreatePods, x.createPod(job, r, resumed, excluded, d.Status.Attempt))
 		}

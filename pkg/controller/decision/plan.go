@@ -267,6 +267,10 @@ type Verdict struct {
 	// Counts, when an admission gave a replica type fewer pods than its group's Replicas
 	// (Kueue's partial admission of an elastic type), is how many the type runs.
 	Counts map[string]int32
+	// Gang, when set, are the replica types whose pods the scheduler places as one (a
+	// PodGroup's members): their new pods are not made while a bound pod of theirs is being
+	// deleted (gangwait.go).
+	Gang map[string]bool
 }
 
 // SetRunMode applies a job's run mode (debug, pause and their per-type settings) and

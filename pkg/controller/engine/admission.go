@@ -101,6 +101,12 @@ func (vs *verdicts) combined() *Verdict {
 		if !v.Admitted && out.Admitted {
 			out.Admitted, out.Reason, out.Message = false, v.Reason, v.Message
 		}
+		for t := range v.Gang {
+			if out.Gang == nil {
+				out.Gang = map[string]bool{}
+			}
+			out.Gang[t] = true
+		}
 		for t, n := range v.Counts {
 			if had, ok := out.Counts[t]; !ok || n < had {
 				if out.Counts == nil {

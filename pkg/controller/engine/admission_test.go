@@ -36,8 +36,12 @@ func TestEveryAdmitterMustAdmit(t *testing.T) {
 		t.Errorf("RequeueAfter %s, want the soonest an admitter asks for", d.RequeueAfter)
 	}
 
-	gang = &Verdict{Admitted: true, Pod: label("group", "job")}
-	d = mustDecide(t, decisiontest.Job(batch.JobStatus{}), plan, Children{}, (&verdicts{list: []*Verdict{quota, gang}}).combined(), now)
+	gang = &Verdict{Admitted: true, Pod: label("group", "job"), Gang: map[string]bool{"worker": true}}
+	both := (&verdicts{list: []*Verdict{quota, gang}}).combined()
+	if !both.Gang["worker"] {
+		t.Errorf("combined gang %v, want the gang admitter's worker type", both.Gang)
+	}
+	d = mustDecide(t, decisiontest.Job(batch.JobStatus{}), plan, Children{}, both, now)
 	if len(d.CreatePods) != 2 {
 		t.Fatalf("%d pods once every admitter admitted the job, want 2", len(d.CreatePods))
 	}

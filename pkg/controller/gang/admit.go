@@ -79,7 +79,7 @@ func (a *Admitter) Admit(job engine.Job, plan *engine.Plan, children engine.Chil
 		}
 	}
 	plan.Objects = append(plan.Objects, want)
-	return &engine.Verdict{Admitted: true, Note: n, Pod: func(replicaType string, pod *corev1.Pod) {
+	return &engine.Verdict{Admitted: true, Note: n, Gang: types, Pod: func(replicaType string, pod *corev1.Pod) {
 		if types[replicaType] {
 			join(pod, name, spec.ResourceClaims)
 		}

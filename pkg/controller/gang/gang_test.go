@@ -414,6 +414,55 @@ func TestRestartedReplicaJoinsItsGang(t *testing.T) {
 	}
 }
 
+// A gang preempted whole (disruptionMode: all) is made again whole: the worker whose old pod
+// is gone first gets no new pod while the others' still terminate (the scheduler would count
+// them toward minCount and bind it alone); once they are gone the three are made together.
+func TestPreemptedGangIsMadeAgainTogether(t *testing.T) {
+	s := newGangTest(t, testJob(gangAnnotation, nil), true, Config{})
+	s.Step(t)
+	s.bindAll(t)
+	s.runAll(t)
+	s.Step(t)
+	ctx := context.Background()
+	for _, p := range s.Pods(t) {
+		if !strings.Contains(p.Name, "worker") {
+			continue
+		}
+		p.DeletionTimestamp = &metav1.Time{Time: now.Add(30 * time.Second)}
+		p.Status.Phase = corev1.PodFailed
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "PreemptionByScheduler"})
+		if _, err := s.Kube.CoreV1().Pods("ns").Update(ctx, &p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Refresh(t)
+	s.Step(t)
+	if err := s.Kube.CoreV1().Pods("ns").Delete(ctx, "job-worker-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Refresh(t)
+	s.Step(t)
+	if _, err := s.Kube.CoreV1().Pods("ns").Get(ctx, "job-worker-0", metav1.GetOptions{}); err == nil {
+		t.Fatal("job-worker-0 was made again while two of its gang's preempted pods still terminate")
+	}
+	for _, name := range []string{"job-worker-1", "job-worker-2"} {
+		if err := s.Kube.CoreV1().Pods("ns").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Refresh(t)
+	s.Step(t)
+	made := 0
+	for _, p := range s.Pods(t) {
+		if strings.Contains(p.Name, "worker") && p.DeletionTimestamp == nil && p.Spec.SchedulingGroup != nil {
+			made++
+		}
+	}
+	if made != 3 {
+		t.Fatalf("%d workers made once the old ones were gone, want the 3 together, each in the gang", made)
+	}
+}
+
 // A paused job keeps its PodGroup (no pod is left to join it), and its pods join it again
 // when it resumes.
 func TestPausedGangKeepsItsPodGroup(t *testing.T) {

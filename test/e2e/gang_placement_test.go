@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	batch "github.com/t9k-jobs/t9k-jobs/pkg/apis/batch/v1beta1"
@@ -137,12 +139,30 @@ func TestGangPlacementDisruptionAll(t *testing.T) {
 		low.Spec.ReplicaSpecs[0].Template.Spec.PriorityClassName = ns + "-low"
 		low.Spec.Scheduling = &batch.SchedulingConfiguration{DisruptionMode: mode}
 		createJob(t, ns, low)
-		t.Logf("the low gang runs on %v", nodesOf(t, ns, lowName+"-", 3))
+		lowNodes := nodesOf(t, ns, lowName+"-", 3)
+		t.Logf("the low gang runs on %v", lowNodes)
 		waitJob(t, ns, lowName, "running", inPhase(batch.JobRunning))
+		// The high gang is kept off the first node, which it leaves free. The low pods on the
+		// others take 3 s to go once deleted, as pods that take their grace period do, and the
+		// one on the free node goes at once: a new pod made for it while the others still
+		// terminate would be bound there alone (the scheduler counts the terminating pods
+		// toward minCount), and the gang would not wait whole.
+		free := nodes.names[0]
+		for pod, node := range lowNodes {
+			if node != free {
+				patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"3s"}}}`, deleteTimeAnnotation)
+				if _, err := env.kube.CoreV1().Pods(ns).Patch(context.Background(), pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 
 		high := gangJob(nodes, highName, true)
 		high.Spec.ReplicaSpecs[0].Replicas = ptr.To[int32](2)
 		high.Spec.ReplicaSpecs[0].Template.Spec.PriorityClassName = ns + "-high"
+		high.Spec.ReplicaSpecs[0].Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpNotIn, Values: []string{free}}}}}}}}
 		start := time.Now()
 		createJob(t, ns, high)
 		after := nodesOf(t, ns, highName+"-", 2)

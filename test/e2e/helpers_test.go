@@ -35,6 +35,8 @@ const (
 	exitCodeAnnotation   = "test.batch.tensorstack.dev/exit-code"
 	runTimeAnnotation    = "test.batch.tensorstack.dev/run-time"
 	exitReasonAnnotation = "test.batch.tensorstack.dev/exit-reason"
+	// deleteTimeAnnotation: a deleted pod goes this long after its deletion.
+	deleteTimeAnnotation = "test.batch.tensorstack.dev/delete-time"
 )
 
 // The local cluster's launcher annotations (docs/testing.md, "Fake nodes"): workers run until deleted, the

@@ -14,6 +14,11 @@ BOILERPLATE=hack/boilerplate.go.txt
 # inside the project so nothing outside it changes.
 export GOBIN="$ROOT/bin"
 mkdir -p "$GOBIN"
+# kube_codegen.sh makes temporary files it does not remove (gen_openapi's report): they go
+# with this directory.
+TMPDIR=$(mktemp -d)
+export TMPDIR
+trap 'rm -rf "$TMPDIR"' EXIT
 go mod download k8s.io/code-generator # a fresh module cache has it listed, not downloaded
 CODEGEN_PKG=$(go list -m -f '{{.Dir}}' k8s.io/code-generator)
 # shellcheck source=/dev/null
@@ -31,8 +36,7 @@ kube::codegen::gen_openapi \
   --boilerplate "$BOILERPLATE" \
   pkg/apis
 
-models=$(mktemp)
-trap 'rm -f "$models"' EXIT
+models=$(mktemp) # in TMPDIR
 go run ./hack/openapi-models > "$models"
 
 kube::codegen::gen_client \

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -34,10 +33,11 @@ func startController() error {
 	controller.mu.Lock()
 	defer controller.mu.Unlock()
 	if controller.binary == "" {
-		dir, err := os.MkdirTemp("", "t9k-controller-")
+		dir, err := scratchDir("t9k-controller-")
 		if err != nil {
 			return err
 		}
+		keepLogsOf(dir)
 		controller.binary = filepath.Join(dir, "t9k-job-controller")
 		if err := harness.Build(repoRoot, "./cmd/t9k-job-controller", controller.binary); err != nil {
 			return err

@@ -56,7 +56,7 @@ func buildInstall() error {
 	if err := buildControllerImage(); err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "t9k-install-")
+	dir, err := scratchDir("t9k-install-")
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ const agentImage = "ghcr.io/t9k-jobs/t9k-job-controller:dev"
 
 func buildControllerImage() error {
 	controllerImage.once.Do(func() {
-		dir, err := os.MkdirTemp("", "t9k-image-")
+		dir, err := scratchDir("t9k-image-")
 		if err != nil {
 			controllerImage.err = err
 			return

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -40,7 +39,7 @@ func kubectlT9k(t *testing.T, args ...string) (string, error) {
 func kubectlT9kCommand(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
 	plugin.once.Do(func() {
-		dir, err := os.MkdirTemp("", "t9k-e2e-plugin-")
+		dir, err := scratchDir("t9k-e2e-plugin-")
 		if err != nil {
 			plugin.err = err
 			return

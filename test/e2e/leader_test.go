@@ -173,7 +173,7 @@ func startCandidate(t *testing.T, name, ns, lease string) *candidate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Beside the suite's controller log, kept after the test.
+	// Beside the suite's controller log, kept when the run fails.
 	logPath := filepath.Join(filepath.Dir(controller.log), fmt.Sprintf("%s-%s.log", lease, name))
 	// No progress endpoint: the candidates are about the Lease (the suite's controller serves
 	// the endpoint).

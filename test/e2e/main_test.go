@@ -108,7 +108,8 @@ func run(m *testing.M) (code int) {
 	return setUpAndRun(ctx, m)
 }
 
-func setUpAndRun(ctx context.Context, m *testing.M) int {
+func setUpAndRun(ctx context.Context, m *testing.M) (code int) {
+	defer func() { removeScratch(code != 0) }()
 	if err := connect(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
@@ -129,7 +130,7 @@ func setUpAndRun(ctx context.Context, m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	code := m.Run()
+	code = m.Run()
 	stopMultiKueue(code != 0)
 	_ = os.RemoveAll(env.kubectlCache)
 	if !stopController() {
@@ -159,13 +160,12 @@ func controllerCredentials(ctx context.Context) error {
 	cfg.AuthInfos["controller"] = &clientcmdapi.AuthInfo{Token: token.Status.Token}
 	cfg.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "controller"}
 	cfg.CurrentContext = "e2e"
-	f, err := os.CreateTemp("", "t9k-controller-kubeconfig-")
+	dir, err := scratchDir("t9k-controller-kubeconfig-")
 	if err != nil {
 		return err
 	}
-	f.Close()
-	controller.kubeconfig = f.Name()
-	return clientcmd.WriteToFile(*cfg, f.Name())
+	controller.kubeconfig = filepath.Join(dir, "kubeconfig")
+	return clientcmd.WriteToFile(*cfg, controller.kubeconfig)
 }
 
 // toolsBinDir builds (once) and returns the directory of the control-plane binaries.

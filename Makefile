@@ -20,7 +20,10 @@ UNIT_PKGS = $$(go list ./... | grep -v /test/e2e)
 # under test/) run without: they share no memory between goroutines of the project's, and the
 # detector made the manifests' alone take a minute.
 RACE_PKGS = ./pkg/... ./cmd/...
-OTHER_PKGS = $$(go list ./... | grep -v '/t9k-jobs/\(pkg\|cmd\)/')
+# The image's tests build the controller for two platforms: mostly compiling, which make test
+# runs beside the end-to-end tests at the lowest priority, as it runs the unit tests.
+IMAGE_PKGS = ./hack/image/...
+OTHER_PKGS = $$(go list ./... | grep -v '/t9k-jobs/\(pkg/\|cmd/\|hack/image\)')
 # go test's -timeout, per test binary: the end-to-end tests take 3-5 minutes on 2 cores, so
 # a hang fails after 30 and .ci/run ends well inside CI's 90 (docs/testing.md, "make test").
 TEST_TIMEOUT ?= 30m
@@ -37,6 +40,8 @@ IMAGE ?= $(shell sed -n 's/^ *newName: *//p' manifests/kustomization.yaml)
 TAG ?= $(shell sed -n 's/^ *newTag: *//p' manifests/kustomization.yaml)
 VERSION ?= $(shell hack/version.sh)
 IMAGE_ARCHIVE ?= _output/image/t9k-job-controller.oci.tar
+# The image's platforms (make image, make release); one is enough for a cluster of one.
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 
 .PHONY: build generate verify test test-unit test-e2e tools images cluster-up cluster-down run bench image push release plugin
 
@@ -55,14 +60,14 @@ verify: ## gofmt, go vet, and generated code up to date
 	go vet ./...
 	hack/verify-codegen.sh
 
-image: ## build the controller's image, linux/amd64 and linux/arm64, as an OCI archive: $(IMAGE_ARCHIVE), named $(IMAGE):$(TAG)
-	go run ./hack/image build --image $(IMAGE):$(TAG) --version $(VERSION) --out $(IMAGE_ARCHIVE) --digest-file $(IMAGE_ARCHIVE).digest
+image: ## build the controller's image, for $(IMAGE_PLATFORMS), as an OCI archive: $(IMAGE_ARCHIVE), named $(IMAGE):$(TAG)
+	go run ./hack/image build --image $(IMAGE):$(TAG) --version $(VERSION) --platforms $(IMAGE_PLATFORMS) --out $(IMAGE_ARCHIVE) --digest-file $(IMAGE_ARCHIVE).digest
 
 push: image ## build the image and push it, every platform, to $(IMAGE):$(TAG) with your registry credentials (docker login)
 	go run ./hack/image push --archive $(IMAGE_ARCHIVE) --image $(IMAGE):$(TAG)
 
 release: ## VERSION=vX.Y.Z: dist/ with install.yaml (the image pinned by digest), the image archive, the monitoring files, the kubectl plugin and its krew manifest, and SHA256SUMS
-	IMAGE=$(IMAGE) VERSION=$(VERSION) hack/release.sh
+	IMAGE=$(IMAGE) VERSION=$(VERSION) IMAGE_PLATFORMS=$(IMAGE_PLATFORMS) hack/release.sh
 
 tools: ## build (once) the local control plane's binaries, and Helm for the chart's tests
 	@hack/lib/tools.sh >/dev/null
@@ -73,10 +78,9 @@ tools: ## build (once) the local control plane's binaries, and Helm for the char
 images: ## build (once; root, mmdebstrap) the real node's training image and print its archive (docs/testing.md, "The training image")
 	@hack/lib/images.sh
 
-# The tests that need no cluster (the controller's packages under -race, then the fuzzers) run
-# beside the other packages' (the end-to-end tests), at the lowest CPU priority: those wait
-# on the cluster most of their time, and the unit tests and the fuzzers take only what CPU
-# they leave, so neither the end-to-end tests' timing nor their own results change, and CI
+# The tests that need no cluster (the controller's packages under -race, the image's, then the
+# fuzzers) run beside the other packages' (the end-to-end tests), at the lowest CPU priority:
+# those wait on the cluster most of their time, and these take only what CPU they leave, so neither the end-to-end tests' timing nor their own results change, and CI
 # is shorter by their minute and a half (docs/testing.md, "make test"). Both go test runs feed
 # one summary, after both end; a run that fails without saying so in its JSON (it could not
 # list its packages) is caught by its exit status, kept in _output/test-failed. The JSON is
@@ -84,11 +88,12 @@ images: ## build (once; root, mmdebstrap) the real node's training image and pri
 test: tools ## the controller's unit tests under -race and the fuzzers, beside the rest with the end-to-end tests (they start their own local cluster); then the skipped ones
 	@mkdir -p _output; rm -f _output/test-failed _output/test-*.json _output/test-*.log
 	@{ nice -n 19 go test -race -count=1 -timeout $(TEST_TIMEOUT) -json $(RACE_PKGS) >_output/test-unit.json 2>_output/test-unit.log || echo "go test -race $(RACE_PKGS)" >>_output/test-failed; \
+	   nice -n 19 go test -count=1 -timeout $(TEST_TIMEOUT) -json $(IMAGE_PKGS) >_output/test-image.json 2>>_output/test-unit.log || echo "go test $(IMAGE_PKGS)" >>_output/test-failed; \
 	   nice -n 19 $(MAKE) --no-print-directory test-fuzz >_output/test-fuzz.log 2>&1 || echo "make test-fuzz" >>_output/test-failed; \
 	} & units=$$!; \
 	T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go test -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) -json $(OTHER_PKGS) >_output/test-others.json || echo "go test (the others, e2e included)" >>_output/test-failed; \
 	wait $$units; \
-	cat _output/test-unit.log; cat _output/test-unit.json _output/test-others.json >_output/test.json; \
+	cat _output/test-unit.log; cat _output/test-unit.json _output/test-image.json _output/test-others.json >_output/test.json; \
 	go run ./hack/testsummary <_output/test.json || echo "the summary's count of failed packages" >>_output/test-failed; \
 	cat _output/test-fuzz.log
 	@if [ -s _output/test-failed ]; then echo "failed: $$(cat _output/test-failed)"; exit 1; fi

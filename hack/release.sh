@@ -2,7 +2,8 @@
 # make release VERSION=vX.Y.Z: writes $DIST (dist/) with
 #   install.yaml                         the namespace, CRDs, RBAC, the users' roles and the Deployment, its image
 #                                        pinned by digest (kustomize build of manifests/)
-#   t9k-job-controller-vX.Y.Z.oci.tar    the image (linux/amd64 and linux/arm64), as make image
+#   t9k-job-controller-vX.Y.Z.oci.tar    the image, as make image: for $IMAGE_PLATFORMS (linux/amd64
+#                                        and linux/arm64)
 #   grafana-dashboard.json               the Grafana dashboard (manifests/monitoring/dashboard.json)
 #   prometheus-alerts.yaml               the alert rules as a Prometheus rules file (manifests/monitoring/alerts.yaml)
 #   prometheusrule.yaml                  the same rules in a PrometheusRule, for the Prometheus Operator
@@ -28,13 +29,14 @@ BASE_IMAGE=$(sed -n 's/^ *newName: *//p' manifests/kustomization.yaml)
 IMAGE=${IMAGE:-$BASE_IMAGE}
 DIST=${DIST:-dist}
 PLUGIN_PLATFORMS=${PLUGIN_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}
+IMAGE_PLATFORMS=${IMAGE_PLATFORMS:-linux/amd64,linux/arm64}
 # Where the plugin's archives are downloaded from, for the krew manifest.
 DOWNLOAD_URL=${DOWNLOAD_URL:-https://github.com/t9k-jobs/t9k-jobs/releases/download/$VERSION}
 
 archive=$DIST/t9k-job-controller-$VERSION.oci.tar
 rm -rf "$DIST"
 mkdir -p "$DIST" _output
-go run ./hack/image build --image "$IMAGE:$VERSION" --version "$VERSION" --out "$archive" --digest-file "$archive.digest"
+go run ./hack/image build --image "$IMAGE:$VERSION" --version "$VERSION" --platforms "$IMAGE_PLATFORMS" --out "$archive" --digest-file "$archive.digest"
 digest=$(cat "$archive.digest")
 rm "$archive.digest"
 

@@ -61,9 +61,10 @@ func buildInstall() error {
 		return err
 	}
 	install.version, install.release = "v0.0.1-e2e", filepath.Join(dir, "dist")
-	// The plugin for this machine only: the release's three other platforms are the same
-	// build for another GOOS and GOARCH, minutes of compiling that prove nothing more here.
-	if err := makeTarget("release", "VERSION="+install.version, "DIST="+install.release, "PLUGIN_PLATFORMS="+runtime.GOOS+"/"+runtime.GOARCH); err != nil {
+	// The plugin and the image for this machine only: the release's other platforms are the
+	// same build for another GOOS and GOARCH, minutes of compiling that prove nothing more
+	// here (hack/image's tests build the image's two).
+	if err := makeTarget("release", "VERSION="+install.version, "DIST="+install.release, "PLUGIN_PLATFORMS="+runtime.GOOS+"/"+runtime.GOARCH, imagePlatforms); err != nil {
 		return err
 	}
 	// ImportImages names it by digest too: install.yaml pins the release's image so.
@@ -78,6 +79,9 @@ var controllerImage struct {
 	err  error
 }
 
+// imagePlatforms builds the images for the real node's platform, this machine's, alone.
+var imagePlatforms = "IMAGE_PLATFORMS=linux/" + runtime.GOARCH
+
 // agentImage is the controller's image as `make image` names it (manifests/kustomization.yaml).
 const agentImage = "ghcr.io/t9k-jobs/t9k-job-controller:dev"
 
@@ -89,7 +93,7 @@ func buildControllerImage() error {
 			return
 		}
 		image := filepath.Join(dir, "image.oci.tar")
-		if err := makeTarget("image", "IMAGE_ARCHIVE="+image, "VERSION=v0.0.0-e2e"); err != nil {
+		if err := makeTarget("image", "IMAGE_ARCHIVE="+image, "VERSION=v0.0.0-e2e", imagePlatforms); err != nil {
 			controllerImage.err = err
 			return
 		}

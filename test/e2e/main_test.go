@@ -126,6 +126,7 @@ func setUpAndRun(ctx context.Context, m *testing.M) (code int) {
 		fmt.Fprintln(os.Stderr, "e2e: starting the controller:", err)
 		return 1
 	}
+	defer prefetchImages()()
 	if err := waitGarbageCollector(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1

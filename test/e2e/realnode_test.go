@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -73,6 +74,13 @@ var training struct {
 
 func importTrainingImage(t *testing.T) {
 	t.Helper()
+	if err := loadTrainingImage(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// loadTrainingImage builds (hack/lib/images.sh, cached) and imports the training image, once.
+func loadTrainingImage() error {
 	training.once.Do(func() {
 		archive := os.Getenv("T9K_TRAINING_IMAGE")
 		if archive == "" {
@@ -87,9 +95,24 @@ func importTrainingImage(t *testing.T) {
 		}
 		training.err = env.cluster.ImportImages(archive)
 	})
-	if training.err != nil {
-		t.Fatal(training.err)
+	return training.err
+}
+
+// prefetchImages builds and imports the real node's images in the background, from the
+// suite's start, when the whole suite runs there: the training image and the controller's
+// (the agent of the jobs that restart in place). The first test that needs one waits only for
+// what is left (sync.Once): on a fresh machine, which builds them, the two builds side by
+// side and beside the first tests, rather than one after the other inside the first test
+// that needs both. A run of some tests (-run) builds only what they need, when they need it.
+// The returned wait is for the builds to end, before the cluster stops.
+func prefetchImages() (wait func()) {
+	var builds sync.WaitGroup
+	if env.cluster == nil || !env.cluster.HasRealNode() || flag.Lookup("test.run").Value.String() != "" {
+		return builds.Wait
 	}
+	builds.Go(func() { _ = loadTrainingImage() })
+	builds.Go(func() { _ = buildControllerImage() })
+	return builds.Wait
 }
 
 // realNodeLeftovers is what the stopped cluster's real node left on the machine (nothing

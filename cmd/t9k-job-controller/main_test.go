@@ -129,6 +129,23 @@ func TestGoMemoryLimit(t *testing.T) {
 	}
 }
 
+// The free heap is handed back only at rest (little allocated since the last look), and only
+// when there is enough of it to be worth a collection.
+func TestFreeHeapHandedBackAtRest(t *testing.T) {
+	for _, tc := range []struct {
+		allocated, free uint64
+		want            bool
+	}{
+		{0, restFree + 1, true}, {restAllocs - 1, 100 << 20, true},
+		{restAllocs, 100 << 20, false}, // allocating: the collector will use the pages again
+		{0, restFree, false},           // too little to be worth a collection
+	} {
+		if got := releaseAtRest(tc.allocated, tc.free); got != tc.want {
+			t.Errorf("releaseAtRest(allocated %d, free %d) = %v, want %v", tc.allocated, tc.free, got, tc.want)
+		}
+	}
+}
+
 // The collector's growth target is Go's default for a small heap and half of it once the
 // live heap is large; between the two lines it stays as it was.
 func TestGCPercentFollowsTheLiveHeap(t *testing.T) {

@@ -58,14 +58,35 @@ const (
 	gcTuneEvery        = 5 * time.Second
 )
 
-// tuneGC keeps the growth target as the live heap's size asks, until ctx ends, unless GOGC
-// set one.
+// At rest, the free heap goes back to the system. Go's background scavenger hands free heap
+// pages back only down to about a tenth above the collector's goal, so a controller that has
+// settled after a burst or a restart keeps tens of MiB resident that it does not use, for as
+// long as it rests. A look (every gcTuneEvery) that finds it at rest, having allocated less
+// than restAllocs since the last look, with more than restFree of free heap pages not handed
+// back, hands them back (debug.FreeOSMemory: one collection). It does not repeat while the
+// controller rests, since nothing is freed until something allocates: one that allocates
+// slowly pays at most one more collection for each of its own.
+const (
+	restAllocs = 1 << 20
+	restFree   = 16 << 20
+)
+
+// releaseAtRest reports whether a look's figures ask for the free heap to be handed back:
+// allocated is what the controller allocated since the last look, free the heap's free pages
+// not handed back yet.
+func releaseAtRest(allocated, free uint64) bool {
+	return allocated < restAllocs && free > restFree
+}
+
+// tuneGC keeps the growth target as the live heap's size asks, and hands the free heap back
+// at rest, until ctx ends, unless GOGC set a target.
 func tuneGC(ctx context.Context) {
 	if _, set := os.LookupEnv("GOGC"); set {
 		return
 	}
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/allocs:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
 	percent := smallHeapGCPercent
+	var allocs uint64
 	tick := time.NewTicker(gcTuneEvery)
 	defer tick.Stop()
 	for {
@@ -74,18 +95,24 @@ func tuneGC(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		metrics.Read(sample)
-		if sample[0].Value.Kind() != metrics.KindUint64 {
-			return
+		metrics.Read(samples)
+		for _, s := range samples {
+			if s.Value.Kind() != metrics.KindUint64 {
+				return // a runtime without these figures: leave the collector as Go sets it
+			}
 		}
-		want := gcPercentFor(sample[0].Value.Uint64(), percent)
-		if want == percent {
-			continue
-		}
-		debug.SetGCPercent(want)
-		if want < percent {
+		live, allocated, free := samples[0].Value.Uint64(), samples[1].Value.Uint64()-allocs, samples[2].Value.Uint64()
+		allocs = samples[1].Value.Uint64()
+		want := gcPercentFor(live, percent)
+		switch {
+		case want < percent:
 			// A heap grown under the larger target (the first list of a big cluster) is
-			// collected now and handed back: a controller at rest collects nothing.
+			// collected now and handed back.
+			debug.SetGCPercent(want)
+			debug.FreeOSMemory()
+		case want != percent:
+			debug.SetGCPercent(want)
+		case releaseAtRest(allocated, free):
 			debug.FreeOSMemory()
 		}
 		percent = want

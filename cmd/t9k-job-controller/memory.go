@@ -62,12 +62,13 @@ const (
 // pages back only down to about a tenth above the collector's goal, so a controller that has
 // settled after a burst or a restart keeps tens of MiB resident that it does not use, for as
 // long as it rests. A look (every gcTuneEvery) that finds it at rest, having allocated less
-// than restAllocs since the last look, with more than restFree of free heap pages not handed
-// back, hands them back (debug.FreeOSMemory: one collection). It does not repeat while the
-// controller rests, since nothing is freed until something allocates: one that allocates
-// slowly pays at most one more collection for each of its own.
+// than restAllocs since the last look (it may serve its metrics and keep its Lease, not sync
+// a burst of jobs), with more than restFree of free heap pages not handed back, hands
+// them back (debug.FreeOSMemory: one collection). It does not repeat while the controller
+// rests, since nothing is freed until a collection: one that allocates slowly pays at most
+// one more collection for each of its own.
 const (
-	restAllocs = 1 << 20
+	restAllocs = 8 << 20
 	restFree   = 16 << 20
 )
 

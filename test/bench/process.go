@@ -177,21 +177,26 @@ func (p *controllerProcess) series(names ...string) (map[string]float64, error) 
 	return values, nil
 }
 
-// memory is what the controller holds at one moment, in MiB: its resident set and its Go
-// heap (in use: spans with live or not yet swept objects; alloc: the objects themselves).
-type memory struct{ rss, heapInuse, heapAlloc float64 }
+// memory is what the controller holds at one moment, in MiB: its resident set (of which its
+// binary's pages, file-backed, and the rest, anonymous) and its Go heap (in use: spans with
+// live or not yet swept objects; alloc: the objects themselves; free: free spans not yet
+// handed back to the system, resident).
+type memory struct{ rss, rssFile, heapInuse, heapAlloc, heapFree float64 }
 
 const (
-	heapInuse = "go_memstats_heap_inuse_bytes"
-	heapAlloc = "go_memstats_heap_alloc_bytes"
+	heapInuse    = "go_memstats_heap_inuse_bytes"
+	heapAlloc    = "go_memstats_heap_alloc_bytes"
+	heapIdle     = "go_memstats_heap_idle_bytes"
+	heapReleased = "go_memstats_heap_released_bytes"
 )
 
 func (p *controllerProcess) memory() (memory, error) {
-	v, err := p.series(heapInuse, heapAlloc)
+	v, err := p.series(heapInuse, heapAlloc, heapIdle, heapReleased)
 	if err != nil {
 		return memory{}, err
 	}
-	return memory{rss: p.procStatusMiB("VmRSS"), heapInuse: v[heapInuse] / (1 << 20), heapAlloc: v[heapAlloc] / (1 << 20)}, nil
+	return memory{rss: p.procStatusMiB("VmRSS"), rssFile: p.procStatusMiB("RssFile"), heapInuse: v[heapInuse] / (1 << 20),
+		heapAlloc: v[heapAlloc] / (1 << 20), heapFree: (v[heapIdle] - v[heapReleased]) / (1 << 20)}, nil
 }
 
 // restingMemory waits for the controller's next GC cycle (the runtime forces one every two
@@ -221,7 +226,8 @@ func (m memory) String() string {
 
 // detailed is every figure of m, to a tenth of a MiB.
 func (m memory) detailed() string {
-	return fmt.Sprintf("RSS %.1f MiB, heap in use %.1f MiB, heap alloc %.1f MiB", m.rss, m.heapInuse, m.heapAlloc)
+	return fmt.Sprintf("RSS %.1f MiB (%.1f MiB of it the binary's), heap in use %.1f MiB, heap alloc %.1f MiB, heap free and resident %.1f MiB",
+		m.rss, m.rssFile, m.heapInuse, m.heapAlloc, m.heapFree)
 }
 
 // settle waits until the controller's queue of kind is empty and has seen no add for a

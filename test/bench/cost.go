@@ -160,12 +160,12 @@ func httpBody(url string) func() ([]byte, error) {
 	}
 }
 
-// writes sums the writes among a controller's requests: every verb but get, list and watch,
-// without events, which it counts apart.
+// writes sums the writes among a controller's requests (isWrite), without events, which it
+// counts apart.
 func writes(requests requestCounts) (total, events float64) {
 	for k, n := range requests {
 		f := strings.Fields(k)
-		if len(f) < 2 || f[0] == "diag" || f[0] == "get" || f[0] == "list" || f[0] == "watch" {
+		if len(f) < 2 || !isWrite(f[0]) {
 			continue
 		}
 		if strings.HasPrefix(f[1], "events") {
@@ -175,6 +175,16 @@ func writes(requests requestCounts) (total, events float64) {
 		total += n
 	}
 	return total, events
+}
+
+// isWrite reports whether a verb of requestCounts writes: not a read, a dry run (the start's
+// probe of the PodGroup fields the API server keeps) or one of the diagnostic series.
+func isWrite(verb string) bool {
+	switch verb {
+	case "get", "list", "watch", "diag":
+		return false
+	}
+	return !strings.HasPrefix(verb, "dryrun-")
 }
 
 func writesPerJob(requests requestCounts, jobs int) float64 {

@@ -70,7 +70,7 @@ func elasticRun(ctx context.Context, c config, dir string) error {
 			fmt.Printf("  %s: the controller's API writes per job, by verb and resource:\n", step.name)
 			for _, k := range slices.Sorted(maps.Keys(after)) {
 				verb := strings.Fields(k)[0]
-				if n := after[k] - before[k]; n > 0 && verb != "get" && verb != "list" && verb != "watch" && verb != "diag" {
+				if n := after[k] - before[k]; n > 0 && isWrite(verb) {
 					fmt.Printf("    %-40s %6.2f\n", k, n/float64(c.jobs))
 				}
 			}

@@ -146,7 +146,7 @@ func kueueRuns(ctx context.Context, c config, dir string) error {
 		fmt.Printf("  writes per job: %.2f\n", writesPerJob(total, c.jobs*len(rs)))
 		var keys []string
 		for k, n := range total {
-			if f := strings.Fields(k); n > 0 && len(f) > 1 && f[0] != "get" && f[0] != "list" && f[0] != "watch" && f[0] != "diag" {
+			if f := strings.Fields(k); n > 0 && len(f) > 1 && isWrite(f[0]) {
 				keys = append(keys, k)
 			}
 		}

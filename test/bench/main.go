@@ -285,7 +285,7 @@ func report(c config, raws []phase, controllers []controllerRun) {
 			}
 			continue
 		}
-		if n == 0 || verb == "get" || verb == "list" || verb == "watch" {
+		if n == 0 || !isWrite(verb) {
 			continue
 		}
 		fmt.Printf("  %-40s %6.2f\n", k, n/perJob)

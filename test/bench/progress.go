@@ -92,7 +92,7 @@ func progressRun(ctx context.Context, c config, dir string) error {
 		fmt.Println("  with reports: the controller's API writes per job per minute, by verb and resource:")
 		for _, k := range slices.Sorted(maps.Keys(requestsAfter)) {
 			verb := strings.Fields(k)[0]
-			if n := requestsAfter[k] - requests[k]; n > 0 && verb != "get" && verb != "list" && verb != "watch" && verb != "diag" {
+			if n := requestsAfter[k] - requests[k]; n > 0 && isWrite(verb) {
 				fmt.Printf("    %-40s %6.2f\n", k, n/float64(c.jobs)/minutes)
 			}
 		}

@@ -170,8 +170,24 @@ func restart(ctx context.Context, c config, old *controllerProcess, kubeconfig, 
 		return p, err
 	}
 	fmt.Printf("  at rest (its next GC cycle, %.0fs later): %s\n", after.Seconds(), rest.detailed())
+	// The controller hands the free heap back at rest, at its next look (every 5 s) after
+	// the cycle: what it holds at rest is what it holds then.
+	select {
+	case <-ctx.Done():
+		return p, ctx.Err()
+	case <-time.After(restLook):
+	}
+	later, err := p.memory()
+	if err != nil {
+		return p, err
+	}
+	fmt.Printf("  %.0fs after that cycle: %s\n", restLook.Seconds(), later.detailed())
 	return p, nil
 }
+
+// restLook is how long after its GC cycle the controller at rest is looked at again: past
+// its next look at its own memory (cmd/t9k-job-controller/memory.go, every 5 s).
+const restLook = 12 * time.Second
 
 // describeRequests lists a controller's requests by verb, resource and code.
 func describeRequests(requests requestCounts) string {

@@ -134,8 +134,18 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // describe names a request's verb and resource from its method and path:
-// /api/v1/namespaces/ns/pods/name/status is ("update", "pods/status").
+// /api/v1/namespaces/ns/pods/name/status is ("update", "pods/status"). A dry run, which
+// writes nothing (the start's probe of the PodGroup fields the API server keeps), is its
+// verb after "dryrun-": ("dryrun-create", "podgroups").
 func describe(req *http.Request) (verb, resource string) {
+	verb, resource = describePath(req)
+	if req.URL.Query().Get("dryRun") != "" {
+		verb = "dryrun-" + verb
+	}
+	return verb, resource
+}
+
+func describePath(req *http.Request) (verb, resource string) {
 	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
 	// Drop the group-version prefix: api/v1 or apis/<group>/<version>.
 	switch {

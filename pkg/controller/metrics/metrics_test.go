@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"net/http/httptest"
 	"runtime"
 	"testing"
 
@@ -49,6 +50,27 @@ func TestSeriesNamesIncludeVectorsWithoutSeries(t *testing.T) {
 	for _, unknown := range []string{"t9k_job_stalls", "t9k_job_stalls_total_bucket", "t9k_jobs_sum"} {
 		if names[unknown] {
 			t.Errorf("SeriesNames has %s, which the controller never serves", unknown)
+		}
+	}
+}
+
+// Requests are counted by verb and resource (with subresource), and a dry run, which writes
+// nothing, apart from the writes.
+func TestRequestsNamedByVerbAndResource(t *testing.T) {
+	for _, tc := range []struct {
+		method, url    string
+		verb, resource string
+	}{
+		{"POST", "/api/v1/namespaces/ns/pods", "create", "pods"},
+		{"PUT", "/apis/batch.tensorstack.dev/v1beta1/namespaces/ns/genericjobs/job/status", "update", "genericjobs/status"},
+		{"GET", "/api/v1/namespaces/ns/pods", "list", "pods"},
+		{"GET", "/api/v1/pods?watch=true", "watch", "pods"},
+		{"POST", "/apis/scheduling.k8s.io/v1beta1/namespaces/ns/podgroups?dryRun=All", "dryrun-create", "podgroups"},
+		{"GET", "/version", "get", "other"},
+	} {
+		req := httptest.NewRequest(tc.method, tc.url, nil)
+		if verb, resource := describe(req); verb != tc.verb || resource != tc.resource {
+			t.Errorf("%s %s: %q %q, want %q %q", tc.method, tc.url, verb, resource, tc.verb, tc.resource)
 		}
 	}
 }

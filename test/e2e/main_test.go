@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -54,6 +55,9 @@ var env struct {
 }
 
 func TestMain(m *testing.M) {
+	// Parsed before the suite's set-up, which reads -run (prefetchImages); m.Run would
+	// parse them only after.
+	flag.Parse()
 	os.Exit(run(m))
 }
 

@@ -80,9 +80,10 @@ images: ## build (once; root, mmdebstrap) the real node's training image and pri
 
 # The tests that need no cluster (the controller's packages under -race, the image's, then the
 # fuzzers) run beside the other packages' (the end-to-end tests), at the lowest CPU priority:
-# those wait on the cluster most of their time, and these take only what CPU they leave, so neither the end-to-end tests' timing nor their own results change, and CI
-# is shorter by their minute and a half (docs/testing.md, "make test"). Both go test runs feed
-# one summary, after both end; a run that fails without saying so in its JSON (it could not
+# those wait on the cluster most of their time, and these take only what CPU they leave, so
+# neither the end-to-end tests' timing nor their own results change, and CI is shorter by
+# their minute and a half (docs/testing.md, "make test"). The go test runs feed one summary,
+# after all end; a run that fails without saying so in its JSON (it could not
 # list its packages) is caught by its exit status, kept in _output/test-failed. The JSON is
 # kept in _output/test.json: every test's time, for finding what makes CI slow.
 test: tools ## the controller's unit tests under -race and the fuzzers, beside the rest with the end-to-end tests (they start their own local cluster); then the skipped ones

@@ -145,6 +145,7 @@ func describe(req *http.Request) (verb, resource string) {
 	return verb, resource
 }
 
+// describePath is describe but for a dry run: the verb of the method, the resource of the path.
 func describePath(req *http.Request) (verb, resource string) {
 	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
 	// Drop the group-version prefix: api/v1 or apis/<group>/<version>.

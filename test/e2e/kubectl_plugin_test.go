@@ -38,6 +38,14 @@ func kubectlT9k(t *testing.T, args ...string) (string, error) {
 
 func kubectlT9kCommand(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
+	if err := buildPlugin(); err != nil {
+		t.Fatal(err)
+	}
+	return exec.Command(plugin.path, append([]string{"--kubeconfig", env.kubeconfig}, args...)...)
+}
+
+// buildPlugin builds the plugin once.
+func buildPlugin() error {
 	plugin.once.Do(func() {
 		dir, err := scratchDir("t9k-e2e-plugin-")
 		if err != nil {
@@ -47,10 +55,7 @@ func kubectlT9kCommand(t *testing.T, args ...string) *exec.Cmd {
 		plugin.path = filepath.Join(dir, "kubectl-t9k")
 		plugin.err = harness.Build(repoRoot, "./cmd/kubectl-t9k", plugin.path)
 	})
-	if plugin.err != nil {
-		t.Fatal(plugin.err)
-	}
-	return exec.Command(plugin.path, append([]string{"--kubeconfig", env.kubeconfig}, args...)...)
+	return plugin.err
 }
 
 // age masks the AGE column, the one thing in a table that changes from run to run.

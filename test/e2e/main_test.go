@@ -55,7 +55,7 @@ var env struct {
 }
 
 func TestMain(m *testing.M) {
-	// Parsed before the suite's set-up, which reads -run (prefetchImages); m.Run would
+	// Parsed before the suite's set-up, which reads -run (prefetch); m.Run would
 	// parse them only after.
 	flag.Parse()
 	os.Exit(run(m))
@@ -130,7 +130,7 @@ func setUpAndRun(ctx context.Context, m *testing.M) (code int) {
 		fmt.Fprintln(os.Stderr, "e2e: starting the controller:", err)
 		return 1
 	}
-	defer prefetchImages()()
+	defer prefetch()()
 	if err := waitGarbageCollector(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1

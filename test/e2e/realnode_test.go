@@ -98,20 +98,27 @@ func loadTrainingImage() error {
 	return training.err
 }
 
-// prefetchImages builds and imports the real node's images in the background, from the
-// suite's start, when the whole suite runs there: the training image and the controller's
-// (the agent of the jobs that restart in place). The first test that needs one waits only for
-// what is left (sync.Once): on a fresh machine, which builds them, the two builds side by
-// side and beside the first tests, rather than one after the other inside the first test
-// that needs both. A run of some tests (-run) builds only what they need, when they need it.
-// The returned wait is for the builds to end, before the cluster stops.
-func prefetchImages() (wait func()) {
+// prefetch builds what the tests on the real node and the plugin's tests need in the
+// background, from the suite's start, when the whole suite runs on a cluster with a real
+// node: the training image, the controller's image (the agent of the jobs that restart in
+// place, and the installed controller), then the kubectl plugin, which shares most of its
+// packages with the controller and so compiles in a few seconds after it. The first test
+// that needs one waits only for what is left (sync.Once). On a fresh machine, which builds
+// them, the builds run side by side and beside the serial tests on the fake nodes (the serial
+// tests on the real node are in realnode_*.go, which sort after those: go test runs a
+// package's serial tests in the order of its files), and the plugin's compile is not among
+// the parallel tests' load. A run of some tests (-run) builds only what they need, when they
+// need it. The returned wait is for the builds to end, before the cluster stops.
+func prefetch() (wait func()) {
 	var builds sync.WaitGroup
 	if env.cluster == nil || !env.cluster.HasRealNode() || flag.Lookup("test.run").Value.String() != "" {
 		return builds.Wait
 	}
 	builds.Go(func() { _ = loadTrainingImage() })
-	builds.Go(func() { _ = buildControllerImage() })
+	builds.Go(func() {
+		_ = buildControllerImage()
+		_ = buildPlugin()
+	})
 	return builds.Wait
 }
 

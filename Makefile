@@ -55,10 +55,11 @@ plugin: ## the kubectl plugin, bin/kubectl-t9k: put it on your PATH to run `kube
 generate: ## regenerate clients, deepcopy, OpenAPI and CRDs from pkg/apis
 	hack/update-codegen.sh
 
-verify: ## gofmt, go vet, and generated code up to date
+verify: ## gofmt, go vet, generated code up to date, and one version of each library the builds share
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
 	go vet ./...
 	hack/verify-codegen.sh
+	hack/verify-shared-versions.sh
 
 image: ## build the controller's image, for $(IMAGE_PLATFORMS), as an OCI archive: $(IMAGE_ARCHIVE), named $(IMAGE):$(TAG)
 	go run ./hack/image build --image $(IMAGE):$(TAG) --version $(VERSION) --platforms $(IMAGE_PLATFORMS) --out $(IMAGE_ARCHIVE) --digest-file $(IMAGE_ARCHIVE).digest

@@ -35,7 +35,7 @@ version_ldflags() {
     return 0
   fi
   [[ $1 == kube ]] || return 0
-  v=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)   # v1.37.1
+  v=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)   # v1.37.2
   major=${v#v}; major=${major%%.*}
   minor=${v#v*.}; minor=${minor%%.*}
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do

@@ -319,6 +319,25 @@ func (f *fixture) writesOf(job string) int {
 	return len(f.writes[job])
 }
 
+// writeTimes are the fake clock's times of job's status writes.
+func (f *fixture) writeTimes(job string) []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Time(nil), f.writes[job]...)
+}
+
+// writtenWithin reports whether job's status was written n times within d of real time.
+func (f *fixture) writtenWithin(job string, n int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for f.writesOf(job) < n {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return true
+}
+
 // waitWrites waits (in real time) until job's status was written n times, and a little
 // longer to see that no more come.
 func (f *fixture) waitWrites(job string, n int) {

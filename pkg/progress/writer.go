@@ -133,6 +133,10 @@ func (w *writer) process(ctx context.Context, job JobRef) {
 	j.pending = false
 	w.mu.Unlock()
 
+	// The interval runs from when the write was sent, not from when it returned: a slow
+	// write does not push the next one back, and the next is due at the same time however
+	// late this goroutine runs again.
+	sent := w.clock.Now()
 	result := w.write(ctx, job, uid, held)
 
 	w.mu.Lock()
@@ -145,7 +149,7 @@ func (w *writer) process(ctx context.Context, job JobRef) {
 		delete(w.jobs, job)
 		return
 	case written:
-		j.lastWrite = w.clock.Now()
+		j.lastWrite = sent
 		member := w.member(uid)
 		for podUID := range j.held {
 			if !member(podUID) {
@@ -156,7 +160,7 @@ func (w *writer) process(ctx context.Context, job JobRef) {
 		j.pending = true
 	}
 	if j.pending {
-		w.queue.AddAfter(job, w.interval)
+		w.queue.AddAfter(job, max(0, sent.Add(w.interval).Sub(w.clock.Now())))
 	} else {
 		j.queued = false
 	}

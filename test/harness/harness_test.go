@@ -7,7 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -73,5 +76,43 @@ func TestStopKillsAProgramThatIgnoresSIGTERM(t *testing.T) {
 	}
 	if err := q.Stop(5 * time.Second); err != nil {
 		t.Errorf("Stop of a program that exits on SIGTERM: %v", err)
+	}
+}
+
+// TestChildOutlivesTheThreadThatStartedIt: Linux sends a child its parent-death signal when
+// the thread that forked it ends, not the process (golang/go#27505). A program started from
+// a goroutine locked to its thread, which ends with it, runs on.
+func TestChildOutlivesTheThreadThatStartedIt(t *testing.T) {
+	type started struct {
+		p   *Process
+		tid int
+		err error
+	}
+	var s started
+	// Go never ends the main thread (a locked goroutine that returns there leaves it
+	// wedged), so a start that ran there is tried again.
+	for s.tid = os.Getpid(); s.tid == os.Getpid(); {
+		ch := make(chan started, 1)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+			p, err := Start("sleep", []string{"60"}, Options{})
+			ch <- started{p, syscall.Gettid(), err}
+		}()
+		if s = <-ch; s.err != nil {
+			t.Fatal(s.err)
+		}
+		t.Cleanup(s.p.Kill)
+	}
+	task := filepath.Join("/proc/self/task", strconv.Itoa(s.tid))
+	if err := WaitFor(context.Background(), "the starting thread to end", 5*time.Millisecond, 5*time.Second, func(context.Context) (bool, error) {
+		_, err := os.Stat(task)
+		return errors.Is(err, os.ErrNotExist), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.p.Done: // the signal comes as the thread ends, and the child's exit right after
+		t.Fatalf("the program died with the thread that started it: %v", s.p.err)
+	case <-time.After(500 * time.Millisecond):
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 	"time"
 )
@@ -75,14 +76,26 @@ func Start(path string, args []string, o Options) (*Process, error) {
 	} else {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", path, err)
-	}
 	p := &Process{Cmd: cmd, Done: make(chan struct{}), group: o.Group || o.Detach}
+	// Linux sends the parent-death signal when the thread that forked the child ends, not
+	// the process (golang/go#27505), and Go ends a thread whose goroutine returns locked to
+	// it. The child is forked from a thread locked to the goroutine that waits for it, so
+	// that thread lives as long as the child does.
+	started := make(chan error, 1)
 	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		p.err = cmd.Wait()
 		close(p.Done)
 	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("starting %s: %w", path, err)
+	}
 	return p, nil
 }
 

@@ -342,10 +342,7 @@ func (f *fixture) writtenWithin(job string, n int, d time.Duration) bool {
 // longer to see that no more come.
 func (f *fixture) waitWrites(job string, n int) {
 	f.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for f.writesOf(job) < n && time.Now().Before(deadline) {
-		time.Sleep(2 * time.Millisecond)
-	}
+	f.writtenWithin(job, n, 5*time.Second)
 	time.Sleep(10 * time.Millisecond)
 	if got := f.writesOf(job); got != n {
 		f.t.Fatalf("at %s: %d status writes of %s, want %d", f.clock.Now().Sub(start), got, job, n)

@@ -240,9 +240,13 @@ func (c *Controller) sync(ctx context.Context, key string) (requeue time.Duratio
 	if cached.GetDeletionTimestamp() != nil {
 		return 0, nil // the garbage collector deletes the children
 	}
-	if left, ok := c.ttlLeft(ctx, cached); ok {
+	// The cache's jobs come without their kind (client-go clears it as it decodes them); the
+	// admitters name the children they look up by it (a Workload is <kind>-<name>).
+	job := cached.DeepCopyObject().(Job)
+	job.GetObjectKind().SetGroupVersionKind(c.adapter.GroupVersionKind())
+	if left, ok := c.ttlLeft(ctx, job); ok {
 		if left <= 0 {
-			return c.deleteExpired(ctx, key, cached)
+			return c.deleteExpired(ctx, key, job)
 		}
 		defer func() {
 			if err == nil {
@@ -255,8 +259,6 @@ func (c *Controller) sync(ctx context.Context, key string) (requeue time.Duratio
 	if wait := max(c.statusWait(key, cached), c.expectationsWait(key)); wait > 0 {
 		return wait, nil
 	}
-	job := cached.DeepCopyObject().(Job)
-	job.GetObjectKind().SetGroupVersionKind(c.adapter.GroupVersionKind())
 	if job.JobStatus().Finished() && len(job.JobStatus().Tasks) == 0 && !job.JobLifecycle().ManagedElsewhere() {
 		// Failed before anything was created: nothing left to do but tell the admitters,
 		// which may hold something for it (a queued job's quota).

@@ -45,7 +45,8 @@ func NewAdmission(t *testing.T, job *batch.GenericJob, now time.Time, plan func(
 	t.Helper()
 	jobs := fake.NewClientset(job)
 	informer := jobinformers.NewSharedInformerFactory(jobs, 0).Batch().V1beta1().GenericJobs()
-	if err := informer.Informer().GetIndexer().Add(job); err != nil {
+	decoded, _ := AsDecoded(job)
+	if err := informer.Informer().GetIndexer().Add(decoded); err != nil {
 		t.Fatal(err)
 	}
 	kube := kubefake.NewClientset()
@@ -96,7 +97,8 @@ func (a *Admission) Sync(t *testing.T) time.Duration {
 // Refresh lets the caches show what the fake API holds: the job, its pods, and the Shows.
 func (a *Admission) Refresh(t *testing.T) {
 	t.Helper()
-	if err := a.informer.GetIndexer().Update(a.Job(t)); err != nil {
+	decoded, _ := AsDecoded(a.Job(t))
+	if err := a.informer.GetIndexer().Update(decoded); err != nil {
 		t.Fatal(err)
 	}
 	pods := a.Pods(t)

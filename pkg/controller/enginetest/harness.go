@@ -82,7 +82,7 @@ func Start(t *testing.T, newAdapter func(versioned.Interface, jobinformers.Share
 		return false, nil, nil
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	jobFactory := jobinformers.NewSharedInformerFactory(h.Jobs, 0)
+	jobFactory := jobinformers.NewSharedInformerFactoryWithOptions(h.Jobs, 0, jobinformers.WithTransform(AsDecoded))
 	// The children's caches keep what the controller's keep (engine.NewInformers).
 	children := engine.NewInformers(h.Kube)
 	kubeFactory := children.Kube

@@ -30,8 +30,12 @@ import (
 // waiting for Kueue, then starts Kueue (and restarts the controller, which looks for Kueue's
 // API at start, with --scheduler=kueue); the suite's later tests run with Kueue present.
 
-// podsReadyTimeout is the local Kueue's waitForPodsReady timeout.
-const podsReadyTimeout = 15 * time.Second
+// podsReadyTimeout is the local Kueue's waitForPodsReady timeout: Kueue's own setting, for
+// every queued job of the suite. The real node's jobs in a queue must get every pod Ready in
+// it, startup probes included, while the suite loads both cores: at 15 s a busy node had
+// one evicted before its pods were Ready (TestRealInPlaceRestartInKueueWithANodeGoneBad).
+// The tests of the timeout itself wait for it, so it is no longer than that needs.
+const podsReadyTimeout = 45 * time.Second
 
 var kueueState struct {
 	once    sync.Once
@@ -724,9 +728,15 @@ func TestKueuePodsReadyTimeoutEvicts(t *testing.T) {
 	waitFor(t, "both pods created, one of them running", jobTimeout, func(ctx context.Context) (bool, error) {
 		return len(podNames(t, ns)) == 2, nil
 	})
-	evicted := waitJob(t, ns, job.Name, "evicted for want of ready pods", func(j *batch.GenericJob) bool {
+	var evicted *batch.GenericJob
+	waitFor(t, "evicted for want of ready pods", podsReadyTimeout+jobTimeout, func(ctx context.Context) (bool, error) {
+		j, err := env.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		evicted = j
 		running := j.Status.Condition(batch.JobConditionRunning)
-		return running.Reason == "Evicted" && strings.Contains(running.Message, "PodsReadyTimeout")
+		return running.Reason == "Evicted" && strings.Contains(running.Message, "PodsReadyTimeout"), nil
 	})
 	if evicted.Status.Phase != batch.JobPending {
 		t.Errorf("evicted job's phase %s, want Pending", evicted.Status.Phase)

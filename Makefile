@@ -5,6 +5,15 @@ SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := build
 
+# Every Go build of the project is made as the image's is: static and trimmed. Go's build
+# cache keys a package by its flags, so one setting for go vet, the tests' binaries, the
+# controller the end-to-end tests run, the tools built against Kubernetes' libraries
+# (hack/lib/tools.sh builds them so too) and the image's amd64 build lets each reuse what
+# the others compiled (docs/testing.md, "One build of a package"). Only the race detector's
+# build differs: it needs cgo.
+export CGO_ENABLED ?= 0
+export GOFLAGS := $(strip -trimpath $(filter-out -trimpath,$(GOFLAGS)))
+
 CLUSTER_DIR ?= _output/cluster
 # KUEUE=1: make cluster-up and make run also start Kueue (docs/queueing.md). WORKERS=N, with
 # KUEUE=1: make cluster-up also starts N MultiKueue worker clusters, connected to it.
@@ -89,7 +98,7 @@ images: ## build (once; root, mmdebstrap) the real node's training image and pri
 # kept in _output/test.json: every test's time, for finding what makes CI slow.
 test: tools ## the controller's unit tests under -race and the fuzzers, beside the rest with the end-to-end tests (they start their own local cluster); then the skipped ones
 	@mkdir -p _output; rm -f _output/test-failed _output/test-*.json _output/test-*.log
-	@{ nice -n 19 go test -race -count=1 -timeout $(TEST_TIMEOUT) -json $(RACE_PKGS) >_output/test-unit.json 2>_output/test-unit.log || echo "go test -race $(RACE_PKGS)" >>_output/test-failed; \
+	@{ CGO_ENABLED=1 nice -n 19 go test -race -count=1 -timeout $(TEST_TIMEOUT) -json $(RACE_PKGS) >_output/test-unit.json 2>_output/test-unit.log || echo "go test -race $(RACE_PKGS)" >>_output/test-failed; \
 	   nice -n 19 go test -count=1 -timeout $(TEST_TIMEOUT) -json $(IMAGE_PKGS) >_output/test-image.json 2>>_output/test-unit.log || echo "go test $(IMAGE_PKGS)" >>_output/test-failed; \
 	   nice -n 19 $(MAKE) --no-print-directory test-fuzz >_output/test-fuzz.log 2>&1 || echo "make test-fuzz" >>_output/test-failed; \
 	} & units=$$!; \
@@ -101,7 +110,7 @@ test: tools ## the controller's unit tests under -race and the fuzzers, beside t
 	@if [ -s _output/test-failed ]; then echo "failed: $$(cat _output/test-failed)"; exit 1; fi
 
 test-unit: ## tests that need no cluster (the controller's under -race)
-	go test -race -count=1 -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
+	CGO_ENABLED=1 go test -race -count=1 -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
 	go test -count=1 -timeout $(TEST_TIMEOUT) $$(go list $(OTHER_PKGS) | grep -v /test/e2e)
 
 test-e2e: tools ## end-to-end tests on a local cluster (or on $T9K_E2E_KUBECONFIG's)

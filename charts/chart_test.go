@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -17,9 +16,14 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
+// repoRoot is the repository's root: go test runs a package's tests in its directory. (Not
+// from runtime.Caller: the Makefile builds with -trimpath, which leaves no path on disk.)
 func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Dir(filepath.Dir(file))
+	root, err := filepath.Abs("..")
+	if err != nil {
+		panic(err)
+	}
+	return root
 }
 
 // tool runs a tool pinned in hack/tools/<module> (helm, kustomize) with go tool, from the

@@ -58,8 +58,12 @@ build_module() {
     kwok) modfile=(-modfile "$(kwok_modfile "$out")") || return 1 ;;
   esac
   # -s -w: no symbol table or DWARF, which nothing here reads (a panic's stack still names
-  # its functions); the linker writes the Kubernetes binaries in half the time.
-  go build -v -tags "$tags" -ldflags "-s -w $(version_ldflags "$module")" "${modfile[@]}" -o "$dest/" tool 2>&1 | while IFS= read -r line; do
+  # its functions); the linker writes the Kubernetes binaries in half the time. Static and
+  # trimmed, as the Makefile builds the project: the packages the tools share with it (the
+  # Kubernetes libraries) are then compiled once for both (docs/testing.md). Only
+  # containerd has cgo code (a PKCS#11 key store for encrypted images), which the real node
+  # does not use.
+  CGO_ENABLED=0 go build -trimpath -v -tags "$tags" -ldflags "-s -w $(version_ldflags "$module")" "${modfile[@]}" -o "$dest/" tool 2>&1 | while IFS= read -r line; do
     case "$line" in
       *" "*|*:*) echo "  $line" ;;             # compiler errors and warnings pass through
       *) done=$((done + 1))

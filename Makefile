@@ -14,6 +14,14 @@ SHELL := /usr/bin/env bash
 export CGO_ENABLED ?= 0
 export GOFLAGS := $(strip -trimpath $(filter-out -trimpath,$(GOFLAGS)))
 
+# The compiler's garbage collector target, for the runs that only compile: the tools, go vet
+# and code generation, and the compiles make test starts ahead of its tests. At 400 a cold
+# compile of the controller takes a fifth less CPU (169 CPU-seconds instead of 210-222) for a
+# few hundred MiB more at a time. Never in the environment of a program under test: the
+# controller reads GOGC (docs/install.md, "Memory"). The build cache does not key on it.
+COMPILE_GOGC ?= 400
+COMPILE = GOGC=$(COMPILE_GOGC)
+
 CLUSTER_DIR ?= _output/cluster
 # KUEUE=1: make cluster-up and make run also start Kueue (docs/queueing.md). WORKERS=N, with
 # KUEUE=1: make cluster-up also starts N MultiKueue worker clusters, connected to it.
@@ -66,9 +74,9 @@ generate: ## regenerate clients, deepcopy, OpenAPI and CRDs from pkg/apis
 
 verify: ## gofmt, go vet, generated code up to date, and one version of each library the builds share
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
-	go vet ./...
-	hack/verify-codegen.sh
-	hack/verify-shared-versions.sh
+	$(COMPILE) go vet ./...
+	$(COMPILE) hack/verify-codegen.sh
+	$(COMPILE) hack/verify-shared-versions.sh
 
 image: ## build the controller's image, for $(IMAGE_PLATFORMS), as an OCI archive: $(IMAGE_ARCHIVE), named $(IMAGE):$(TAG)
 	go run ./hack/image build --image $(IMAGE):$(TAG) --version $(VERSION) --platforms $(IMAGE_PLATFORMS) --out $(IMAGE_ARCHIVE) --digest-file $(IMAGE_ARCHIVE).digest
@@ -80,10 +88,10 @@ release: ## VERSION=vX.Y.Z: dist/ with install.yaml (the image pinned by digest)
 	IMAGE=$(IMAGE) VERSION=$(VERSION) IMAGE_PLATFORMS=$(IMAGE_PLATFORMS) hack/release.sh
 
 tools: ## build (once) the local control plane's binaries, and Helm for the chart's tests
-	@hack/lib/tools.sh >/dev/null
+	@$(COMPILE) hack/lib/tools.sh >/dev/null
 	@# Helm (hack/tools/helm) runs as go tool: built once into Go's cache here, so that the
 	@# chart's unit test and the end-to-end tests do not both build it at once.
-	@go -C hack/tools/helm tool helm version >/dev/null
+	@$(COMPILE) go -C hack/tools/helm tool helm version >/dev/null
 
 images: ## build (once; root, mmdebstrap) the real node's training image and print its archive (docs/testing.md, "The training image")
 	@hack/lib/images.sh
@@ -98,9 +106,11 @@ images: ## build (once; root, mmdebstrap) the real node's training image and pri
 # kept in _output/test.json: every test's time, for finding what makes CI slow.
 test: tools ## the controller's unit tests under -race and the fuzzers, beside the rest with the end-to-end tests (they start their own local cluster); then the skipped ones
 	@mkdir -p _output; rm -f _output/test-failed _output/test-*.json _output/test-*.log
-	@{ CGO_ENABLED=1 nice -n 19 go test -race -count=1 -timeout $(TEST_TIMEOUT) -json $(RACE_PKGS) >_output/test-unit.json 2>_output/test-unit.log || echo "go test -race $(RACE_PKGS)" >>_output/test-failed; \
+	@{ CGO_ENABLED=1 $(COMPILE) nice -n 19 go build -race $(RACE_PKGS) >/dev/null 2>&1 || true; \
+	   CGO_ENABLED=1 nice -n 19 go test -race -count=1 -timeout $(TEST_TIMEOUT) -json $(RACE_PKGS) >_output/test-unit.json 2>_output/test-unit.log || echo "go test -race $(RACE_PKGS)" >>_output/test-failed; \
+	   GOOS=linux GOARCH=arm64 $(COMPILE) nice -n 19 go build -o /dev/null ./cmd/t9k-job-controller >/dev/null 2>&1 || true; \
 	   nice -n 19 go test -count=1 -timeout $(TEST_TIMEOUT) -json $(IMAGE_PKGS) >_output/test-image.json 2>>_output/test-unit.log || echo "go test $(IMAGE_PKGS)" >>_output/test-failed; \
-	   nice -n 19 $(MAKE) --no-print-directory test-fuzz >_output/test-fuzz.log 2>&1 || echo "make test-fuzz" >>_output/test-failed; \
+	   $(COMPILE) nice -n 19 $(MAKE) --no-print-directory test-fuzz >_output/test-fuzz.log 2>&1 || echo "make test-fuzz" >>_output/test-failed; \
 	} & units=$$!; \
 	T9K_TOOLS_BIN=$$(hack/lib/tools.sh) go test -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) -json $(OTHER_PKGS) >_output/test-others.json || echo "go test (the others, e2e included)" >>_output/test-failed; \
 	wait $$units; \

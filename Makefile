@@ -63,11 +63,11 @@ IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 .PHONY: build generate verify test test-unit test-e2e tools images cluster-up cluster-down run bench image push release plugin
 
 build: ## compile everything
-	go build ./...
-	@if [ -d cmd ]; then go build -o bin/ ./cmd/...; fi
+	$(COMPILE) go build ./...
+	@if [ -d cmd ]; then $(COMPILE) go build -o bin/ ./cmd/...; fi
 
 plugin: ## the kubectl plugin, bin/kubectl-t9k: put it on your PATH to run `kubectl t9k` (docs/kubectl-plugin.md)
-	go build -o bin/kubectl-t9k ./cmd/kubectl-t9k
+	$(COMPILE) go build -o bin/kubectl-t9k ./cmd/kubectl-t9k
 
 generate: ## regenerate clients, deepcopy, OpenAPI and CRDs from pkg/apis
 	hack/update-codegen.sh
@@ -79,7 +79,7 @@ verify: ## gofmt, go vet, generated code up to date, and one version of each lib
 	$(COMPILE) hack/verify-shared-versions.sh
 
 image: ## build the controller's image, for $(IMAGE_PLATFORMS), as an OCI archive: $(IMAGE_ARCHIVE), named $(IMAGE):$(TAG)
-	go run ./hack/image build --image $(IMAGE):$(TAG) --version $(VERSION) --platforms $(IMAGE_PLATFORMS) --out $(IMAGE_ARCHIVE) --digest-file $(IMAGE_ARCHIVE).digest
+	$(COMPILE) go run ./hack/image build --image $(IMAGE):$(TAG) --version $(VERSION) --platforms $(IMAGE_PLATFORMS) --out $(IMAGE_ARCHIVE) --digest-file $(IMAGE_ARCHIVE).digest
 
 push: image ## build the image and push it, every platform, to $(IMAGE):$(TAG) with your registry credentials (docker login)
 	go run ./hack/image push --archive $(IMAGE_ARCHIVE) --image $(IMAGE):$(TAG)
@@ -100,10 +100,12 @@ images: ## build (once; root, mmdebstrap) the real node's training image and pri
 # fuzzers) run beside the other packages' (the end-to-end tests), at the lowest CPU priority:
 # those wait on the cluster most of their time, and these take only what CPU they leave, so
 # neither the end-to-end tests' timing nor their own results change, and CI is shorter by
-# their minute and a half (docs/testing.md, "make test"). The go test runs feed one summary,
-# after all end; a run that fails without saying so in its JSON (it could not
-# list its packages) is caught by its exit status, kept in _output/test-failed. The JSON is
-# kept in _output/test.json: every test's time, for finding what makes CI slow.
+# their minute and a half (docs/testing.md, "make test"). Their chain compiles ahead what it
+# then tests (the race build, the arm64 binary) with the compiler's GOGC, which the tests
+# must not run under. The go test runs feed one summary, after all end; a run that fails
+# without saying so in its JSON (it could not list its packages) is caught by its exit
+# status, kept in _output/test-failed. The JSON is kept in _output/test.json: every test's
+# time, for finding what makes CI slow.
 test: tools ## the controller's unit tests under -race and the fuzzers, beside the rest with the end-to-end tests (they start their own local cluster); then the skipped ones
 	@mkdir -p _output; rm -f _output/test-failed _output/test-*.json _output/test-*.log
 	@{ CGO_ENABLED=1 $(COMPILE) nice -n 19 go build -race $(RACE_PKGS) >/dev/null 2>&1 || true; \

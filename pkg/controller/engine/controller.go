@@ -221,6 +221,15 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	return true
 }
 
+// withKind is a copy of a job of the cache, with its kind: client-go clears an object's kind
+// as it decodes it, and the admitters name the children they look up by it (a Workload is
+// <kind>-<name>).
+func (c *Controller) withKind(cached Job) Job {
+	job := cached.DeepCopyObject().(Job)
+	job.GetObjectKind().SetGroupVersionKind(c.adapter.GroupVersionKind())
+	return job
+}
+
 // sync brings one job closer to its plan. It returns how soon to look again (a restart
 // backoff, a deadline, or the longest a wait for the cache can last) or an error to retry
 // with the rate limiter. Every return that leaves work undone comes back by itself.
@@ -240,13 +249,9 @@ func (c *Controller) sync(ctx context.Context, key string) (requeue time.Duratio
 	if cached.GetDeletionTimestamp() != nil {
 		return 0, nil // the garbage collector deletes the children
 	}
-	// The cache's jobs come without their kind (client-go clears it as it decodes them); the
-	// admitters name the children they look up by it (a Workload is <kind>-<name>).
-	job := cached.DeepCopyObject().(Job)
-	job.GetObjectKind().SetGroupVersionKind(c.adapter.GroupVersionKind())
-	if left, ok := c.ttlLeft(ctx, job); ok {
+	if left, ok := c.ttlLeft(ctx, cached); ok {
 		if left <= 0 {
-			return c.deleteExpired(ctx, key, job)
+			return c.deleteExpired(ctx, key, cached)
 		}
 		defer func() {
 			if err == nil {
@@ -259,6 +264,7 @@ func (c *Controller) sync(ctx context.Context, key string) (requeue time.Duratio
 	if wait := max(c.statusWait(key, cached), c.expectationsWait(key)); wait > 0 {
 		return wait, nil
 	}
+	job := c.withKind(cached)
 	if job.JobStatus().Finished() && len(job.JobStatus().Tasks) == 0 && !job.JobLifecycle().ManagedElsewhere() {
 		// Failed before anything was created: nothing left to do but tell the admitters,
 		// which may hold something for it (a queued job's quota).

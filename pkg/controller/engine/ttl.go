@@ -39,6 +39,7 @@ func (c *Controller) ttlLeft(ctx context.Context, job Job) (left time.Duration, 
 	if !ok || left > 0 {
 		return left, ok
 	}
+	job = c.withKind(job) // the holders look up its children
 	for _, a := range c.options.Admitters {
 		if h, is := a.(TTLHolder); is {
 			if why := h.HoldsTTL(job); why != "" {

@@ -89,8 +89,14 @@ func getJob(t *testing.T, ns, name string) *batch.GenericJob {
 // waitJob waits until the job satisfies cond and returns it.
 func waitJob(t *testing.T, ns, name, what string, cond func(*batch.GenericJob) bool) *batch.GenericJob {
 	t.Helper()
+	return waitJobWithin(t, ns, name, what, jobTimeout, cond)
+}
+
+// waitJobWithin is waitJob with a timeout of its own.
+func waitJobWithin(t *testing.T, ns, name, what string, timeout time.Duration, cond func(*batch.GenericJob) bool) *batch.GenericJob {
+	t.Helper()
 	var job *batch.GenericJob
-	waitFor(t, name+" "+what, jobTimeout, func(ctx context.Context) (bool, error) {
+	waitFor(t, name+" "+what, timeout, func(ctx context.Context) (bool, error) {
 		var err error
 		job, err = env.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && cond(job), nil

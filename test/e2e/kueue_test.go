@@ -728,15 +728,9 @@ func TestKueuePodsReadyTimeoutEvicts(t *testing.T) {
 	waitFor(t, "both pods created, one of them running", jobTimeout, func(ctx context.Context) (bool, error) {
 		return len(podNames(t, ns)) == 2, nil
 	})
-	var evicted *batch.GenericJob
-	waitFor(t, "evicted for want of ready pods", podsReadyTimeout+jobTimeout, func(ctx context.Context) (bool, error) {
-		j, err := env.jobs.BatchV1beta1().GenericJobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		evicted = j
+	evicted := waitJobWithin(t, ns, job.Name, "evicted for want of ready pods", podsReadyTimeout+jobTimeout, func(j *batch.GenericJob) bool {
 		running := j.Status.Condition(batch.JobConditionRunning)
-		return running.Reason == "Evicted" && strings.Contains(running.Message, "PodsReadyTimeout"), nil
+		return running.Reason == "Evicted" && strings.Contains(running.Message, "PodsReadyTimeout")
 	})
 	if evicted.Status.Phase != batch.JobPending {
 		t.Errorf("evicted job's phase %s, want Pending", evicted.Status.Phase)

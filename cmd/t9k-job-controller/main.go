@@ -226,7 +226,10 @@ func run(ctx context.Context, o options) error {
 	if o.leaderElect {
 		ready.Store(standingBy)
 	}
-	server := serve(o.bindAddress, o.profiling, &ready)
+	server, err := serve(o.bindAddress, o.profiling, &ready)
+	if err != nil {
+		return err
+	}
 	defer func() {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -393,7 +396,13 @@ const (
 	runningJobs
 )
 
-func serve(addr string, profiling bool, ready *atomic.Int32) *http.Server {
+// serve listens on addr before it returns: a controller that cannot serve its health checks
+// stops at once, with the flag to change, rather than run with probes that can never answer.
+func serve(addr string, profiling bool, ready *atomic.Int32) (*http.Server, error) {
+	listener, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--bind-address=%s: %w", addr, err)
+	}
 	mux := http.NewServeMux()
 	if profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -416,9 +425,9 @@ func serve(addr string, profiling bool, ready *atomic.Int32) *http.Server {
 	})
 	server := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
-		if err := server.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := server.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			klog.ErrorS(err, "Serving metrics and health checks failed", "address", addr)
 		}
 	}()
-	return server
+	return server, nil
 }

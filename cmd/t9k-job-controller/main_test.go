@@ -1,9 +1,11 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,4 +162,30 @@ func TestGCPercentFollowsTheLiveHeap(t *testing.T) {
 			t.Errorf("gcPercentFor(%d, %d) = %d, want %d", tc.live, tc.current, got, tc.want)
 		}
 	}
+}
+
+// TestHealthAddressTakenStopsTheStart: when --bind-address cannot be listened on, serve
+// says so with the flag, instead of leaving a controller whose probes never answer.
+func TestHealthAddressTakenStopsTheStart(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	var ready atomic.Int32
+	server, err := serve(taken.Addr().String(), false, &ready)
+	if err == nil {
+		_ = server.Close()
+		t.Fatal("serve started on an address in use")
+	}
+	if want := "--bind-address=" + taken.Addr().String() + ": "; !strings.HasPrefix(err.Error(), want) ||
+		!strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("got %q, want it to start with %q and say the address is in use", err, want)
+	}
+
+	server, err = serve("127.0.0.1:0", false, &ready)
+	if err != nil {
+		t.Fatalf("on a free address: %v", err)
+	}
+	_ = server.Close()
 }

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -31,6 +30,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/t9k-jobs/t9k-jobs/test/harness"
 )
 
 //go:embed kwok.yaml
@@ -395,24 +396,7 @@ func httpOK(ctx context.Context, url string) error {
 	return nil
 }
 
-// freePorts asks the kernel for n free loopback ports. They are released before use, so
-// another process could take one in between; the component then fails to start and Start
+// freePorts are n ports free at the moment (harness.FreePorts). They are released before use,
+// so another process could take one in between; the component then fails to start and Start
 // reports it.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
+func freePorts(n int) ([]int, error) { return harness.FreePorts(n) }

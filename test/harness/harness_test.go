@@ -3,6 +3,8 @@ package harness
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,4 +117,43 @@ func TestChildOutlivesTheThreadThatStartedIt(t *testing.T) {
 		t.Fatalf("the program died with the thread that started it: %v", s.p.err)
 	case <-time.After(500 * time.Millisecond):
 	}
+}
+
+// TestFreePortsAreOutsideTheEphemeralRange: the ports handed out are never handed out twice,
+// can be listened on, and lie below the range the kernel takes outgoing connections' ports
+// from, so that no client's connection can hold one.
+func TestFreePortsAreOutsideTheEphemeralRange(t *testing.T) {
+	ephemeral := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if _, err := fmt.Sscan(string(b), &ephemeral); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ports, err := FreePorts(200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range append(ports, more...) {
+		if seen[p] {
+			t.Fatalf("port %d handed out twice", p)
+		}
+		seen[p] = true
+		if p >= ephemeral || p >= 30000 || p < 1024 {
+			t.Fatalf("port %d is not below the ephemeral ports (%d) and the node ports (30000)", p, ephemeral)
+		}
+	}
+	addr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listening on the free address %s: %v", addr, err)
+	}
+	l.Close()
 }

@@ -6,10 +6,14 @@ package harness
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -24,14 +28,66 @@ func Build(dir, pkg, out string) error {
 	return nil
 }
 
-// FreeAddr is a loopback address with a port free at the moment.
+// FreeAddr is a loopback address with a port free at the moment (FreePorts).
 func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := FreePorts(1)
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), nil
+}
+
+// FreePorts are n ports free at the moment on every address of this machine, none handed
+// out before by this process. A port is released before the program that will listen on it
+// starts, so something else could take it in between. The kernel's own choice (port 0) would
+// come from the ephemeral range, where every outgoing connection of the machine (kubelet,
+// containerd, the tests' clients) takes its local port too, and one did take a controller's
+// health port that way. So the ports come from below that range, where only listeners that
+// chose a port go.
+func FreePorts(n int) ([]int, error) {
+	freePorts.Lock()
+	defer freePorts.Unlock()
+	low, high := belowEphemeral()
+	ports := make([]int, 0, n)
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, fmt.Errorf("no free port in %d-%d after %d tries", low, high-1, tries)
+		}
+		port := low + rand.IntN(high-low)
+		if freePorts.given[port] {
+			continue
+		}
+		// Listening on every address also proves the port free on the loopback one and on
+		// the real node's gateway.
+		l, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		freePorts.given[port] = true
+		ports = append(ports, port)
+	}
+	return ports, nil
+}
+
+var freePorts = struct {
+	sync.Mutex
+	given map[int]bool
+}{given: map[int]bool{}}
+
+// belowEphemeral is the range [low, high) of 10,000 ports below both the kernel's ephemeral
+// ports (net.ipv4.ip_local_port_range, from 32768 by default) and the Services' node ports
+// (30000-32767 by default), where kube-proxy may hold ports.
+func belowEphemeral() (low, high int) {
+	high = 30000
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if fields := strings.Fields(string(b)); len(fields) == 2 {
+			if v, err := strconv.Atoi(fields[0]); err == nil && v < high && v > 11024 {
+				high = v
+			}
+		}
+	}
+	return high - 10000, high
 }
 
 // Options say how to start a program.

@@ -110,19 +110,23 @@ func printRequests(run string, before, after map[string]float64) {
 	fmt.Println()
 }
 
-// profile, when $BENCH_PPROF names a directory, records CPU profiles of the controller and
-// the API server over the next 15 seconds into controller.pprof and kube-apiserver.pprof
-// there (go tool pprof reads them); the returned func waits until both are written.
-func profile(ctx context.Context, ctl *controllerProcess, kube kubernetes.Interface) (wait func()) {
+// profile, when $BENCH_PPROF names a directory, records CPU profiles of the API server and,
+// in a controller run (ctl not nil), of the controller over the next 15 seconds, into
+// kube-apiserver-<run>.pprof and controller.pprof there (go tool pprof reads them, and
+// -diff_base compares the API server's two runs); the returned func waits until they are
+// written.
+func profile(ctx context.Context, run string, ctl *controllerProcess, kube kubernetes.Interface) (wait func()) {
 	dir := os.Getenv("BENCH_PPROF")
 	if dir == "" {
 		return func() {}
 	}
 	const seconds = "15"
 	var wg sync.WaitGroup
-	wg.Go(func() { saveProfile(dir, "controller", httpBody(ctl.addr+"/debug/pprof/profile?seconds="+seconds)) })
+	if ctl != nil {
+		wg.Go(func() { saveProfile(dir, "controller", httpBody(ctl.addr+"/debug/pprof/profile?seconds="+seconds)) })
+	}
 	wg.Go(func() {
-		saveProfile(dir, "kube-apiserver", func() ([]byte, error) {
+		saveProfile(dir, "kube-apiserver-"+run, func() ([]byte, error) {
 			return kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", seconds).DoRaw(ctx)
 		})
 	})

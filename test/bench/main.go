@@ -257,6 +257,7 @@ func report(c config, raws []phase, controllers []controllerRun) {
 		}
 		fmt.Printf("\nCPU of every process, controller/raw: %.1fs / %.1fs = %.2f\n", median(ctlCPU), median(rawCPU), median(ctlCPU)/median(rawCPU))
 		reportCPUBound(raws, controllers, ratios)
+		reportRateFloor(c, raws, controllers)
 	}
 
 	// The controller's requests, summed over its runs.

@@ -34,8 +34,8 @@ func rawPhase(ctx context.Context, c config, dir string) (phase, error) {
 		if err != nil {
 			return err
 		}
-		profiled()
 		p = printCPU("raw", elapsed, usage, cpu)
+		profiled() // after the CPU is read: the profile's 15 s outlast the run
 		printRequests("raw", requests, apiserverRequests(ctx, kube))
 		return nil
 	})
@@ -74,8 +74,8 @@ func controllerPhase(ctx context.Context, c config, dir string, prepare func(con
 		if err != nil {
 			return err
 		}
-		profiled()
 		r.phase, r.latencies = printCPU("controller", b.elapsed, usage, cpu), b.latencies
+		profiled()
 		if r.afterBurst, err = ctl.memory(); err != nil {
 			return err
 		}

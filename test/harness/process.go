@@ -49,18 +49,20 @@ func FreePorts(n int) ([]int, error) {
 	defer freePorts.Unlock()
 	low, high := belowEphemeral()
 	ports := make([]int, 0, n)
-	for tries := 0; len(ports) < n; tries++ {
-		if tries > 1000 {
-			return nil, fmt.Errorf("no free port in %d-%d after %d tries", low, high-1, tries)
+	for misses := 0; len(ports) < n; {
+		if misses > 1000 {
+			return nil, fmt.Errorf("no free port in %d-%d after %d tries", low, high-1, misses)
 		}
 		port := low + rand.IntN(high-low)
 		if freePorts.given[port] {
+			misses++
 			continue
 		}
 		// Listening on every address also proves the port free on the loopback one and on
 		// the real node's gateway.
 		l, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
 		if err != nil {
+			misses++
 			continue
 		}
 		l.Close()

@@ -112,9 +112,11 @@ func printRequests(run string, before, after map[string]float64) {
 
 // profile, when $BENCH_PPROF names a directory, records CPU profiles of the API server and,
 // in a controller run (ctl not nil), of the controller over the next 15 seconds, into
-// kube-apiserver-<run>.pprof and controller.pprof there (go tool pprof reads them, and
-// -diff_base compares the API server's two runs); the returned func waits until they are
-// written.
+// <run>.kube-apiserver.pprof and <run>.controller.pprof there, run being the round's run
+// directory's name (1-raw, 1-controller, ...): each round keeps its own, so a round whose
+// ratio stands out can be compared with one that does not (go tool pprof reads them, and
+// -diff_base compares the API server's two runs of a round). The returned func waits until
+// they are written.
 func profile(ctx context.Context, run string, ctl *controllerProcess, kube kubernetes.Interface) (wait func()) {
 	dir := os.Getenv("BENCH_PPROF")
 	if dir == "" {
@@ -123,10 +125,12 @@ func profile(ctx context.Context, run string, ctl *controllerProcess, kube kuber
 	const seconds = "15"
 	var wg sync.WaitGroup
 	if ctl != nil {
-		wg.Go(func() { saveProfile(dir, "controller", httpBody(ctl.addr+"/debug/pprof/profile?seconds="+seconds)) })
+		wg.Go(func() {
+			saveProfile(dir, run+".controller", httpBody(ctl.addr+"/debug/pprof/profile?seconds="+seconds))
+		})
 	}
 	wg.Go(func() {
-		saveProfile(dir, "kube-apiserver-"+run, func() ([]byte, error) {
+		saveProfile(dir, run+".kube-apiserver", func() ([]byte, error) {
 			return kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", seconds).DoRaw(ctx)
 		})
 	})

@@ -29,7 +29,7 @@ func rawPhase(ctx context.Context, c config, dir string) (phase, error) {
 	err := withCluster(ctx, c, dir, nil, func(cl *cluster.Cluster, admin *rest.Config, kube kubernetes.Interface) error {
 		usage := func() map[string]float64 { return cpuUse(cl, nil) }
 		cpu, requests := usage(), apiserverRequests(ctx, kube)
-		profiled := profile(ctx, "raw", nil, kube)
+		profiled := profile(ctx, filepath.Base(dir), nil, kube)
 		elapsed, err := runRaw(ctx, c, cl.Config, kube)
 		if err != nil {
 			return err
@@ -69,7 +69,7 @@ func controllerPhase(ctx context.Context, c config, dir string, prepare func(con
 		}
 		usage := func() map[string]float64 { return cpuUse(cl, ctl) }
 		cpu, requests := usage(), apiserverRequests(ctx, kube)
-		profiled := profile(ctx, "controller", ctl, kube)
+		profiled := profile(ctx, filepath.Base(dir), ctl, kube)
 		b, err := runJobs(ctx, c, admin, kube)
 		if err != nil {
 			return err

@@ -245,10 +245,10 @@ func reportCPUBound(raws []phase, controllers []controllerRun, ratios []float64)
 // by its client; one above it with its cores busy is bound by the CPU, and then the ratio is
 // the runs' CPU ratio. The raw loop creates a pod and a Service per replica.
 func reportRateFloor(c config, raws []phase, controllers []controllerRun) {
-	floor := func(children int) float64 { return float64(max(0, children-c.burst)) / c.qps }
-	rawFloor, ctlFloor := floor(c.jobs*2*c.replicas), floor(c.jobs*childrenPerJob(c))
+	rawChildren, ctlChildren := c.jobs*2*c.replicas, c.jobs*childrenPerJob(c)
 	fmt.Printf("the client's rate limit allows no less than %.1fs for the raw loop's %d children and %.1fs for the controller's %d (burst %d, then QPS %.0f); by round, raw/controller:",
-		rawFloor, c.jobs*2*c.replicas, ctlFloor, c.jobs*childrenPerJob(c), c.burst, c.qps)
+		rateLimitFloor(rawChildren, c.burst, c.qps).Seconds(), rawChildren,
+		rateLimitFloor(ctlChildren, c.burst, c.qps).Seconds(), ctlChildren, c.burst, c.qps)
 	for i := range raws {
 		fmt.Printf(" %.1fs/%.1fs", raws[i].elapsed.Seconds(), controllers[i].elapsed.Seconds())
 	}

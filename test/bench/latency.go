@@ -137,11 +137,16 @@ func (l *latencies) rateLimitWait() []time.Duration {
 	created := slices.SortedFunc(maps.Values(l.created), time.Time.Compare)
 	var waits []time.Duration
 	for n, t := range created {
-		writes := n*l.writesPerJob + 1
-		at := time.Duration(float64(max(0, writes-l.burst)) / l.qps * float64(time.Second))
+		at := rateLimitFloor(n*l.writesPerJob+1, l.burst, l.qps)
 		waits = append(waits, max(0, at-t.Sub(created[0])))
 	}
 	return waits
+}
+
+// rateLimitFloor is the least time a client with this burst and qps takes to send writes
+// requests: the first burst go at once, the rest at qps.
+func rateLimitFloor(writes, burst int, qps float64) time.Duration {
+	return time.Duration(float64(max(0, writes-burst)) / qps * float64(time.Second))
 }
 
 // latencySummary is a burst's latencies: creation → first pod, the client's rate limit's
